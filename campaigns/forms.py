@@ -1,0 +1,70 @@
+from django import forms
+
+from .models import Campaign, CanonRule, Node
+
+
+class CampaignForm(forms.ModelForm):
+    class Meta:
+        model = Campaign
+        fields = [
+            "title", "genre", "protagonist", "opening",
+            "point_of_view", "prose_length", "dialogue_density", "descriptive_richness", "violence_level",
+            "pacing", "style_notes", "narrator_rules",
+            "context_token_budget", "max_output_tokens", "temperature",
+        ]
+        widgets = {
+            "opening": forms.Textarea(attrs={"rows": 6}),
+            "protagonist": forms.TextInput(),
+            "style_notes": forms.Textarea(attrs={"rows": 2}),
+            "narrator_rules": forms.Textarea(attrs={"rows": 3}),
+        }
+
+    def clean_context_token_budget(self):
+        value = self.cleaned_data["context_token_budget"]
+        if value < 512:
+            raise forms.ValidationError("A context budget under 512 tokens cannot hold the narrator rules and a reply.")
+        return value
+
+    def clean(self):
+        cleaned = super().clean()
+        budget, output = cleaned.get("context_token_budget"), cleaned.get("max_output_tokens")
+        if budget and output and output + 64 >= budget // 2:
+            self.add_error(
+                "max_output_tokens",
+                f"The reply reserve ({output} + 64) must stay under half of the context budget ({budget}), "
+                "or there is no room left for the story.",
+            )
+        return cleaned
+
+
+class EditCampaignForm(CampaignForm):
+    class Meta(CampaignForm.Meta):
+        # The opening is the root of the story tree; changing it would rewrite history.
+        fields = [f for f in CampaignForm.Meta.fields if f != "opening"]
+
+
+CanonRuleFormSet = forms.inlineformset_factory(
+    Campaign,
+    CanonRule,
+    fields=["text", "enabled", "position"],
+    extra=2,
+    # Rules are disabled rather than deleted, so what earlier prompts relied on stays explainable.
+    can_delete=False,
+    widgets={"text": forms.Textarea(attrs={"rows": 2})},
+)
+
+
+class ActionForm(forms.Form):
+    mode = forms.ChoiceField(choices=Node.Mode.choices)
+    text = forms.CharField(required=False, max_length=4000, strip=True)
+    direction = forms.CharField(required=False, max_length=1000, strip=True)
+
+    def clean(self):
+        cleaned = super().clean()
+        if cleaned.get("mode") != "continue" and not cleaned.get("text"):
+            raise forms.ValidationError("Write what you do or say, or choose Continue.")
+        return cleaned
+
+
+class SavePointForm(forms.Form):
+    name = forms.CharField(max_length=100, strip=True)

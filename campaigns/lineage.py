@@ -1,0 +1,97 @@
+"""The active lineage: the one chokepoint for every read of the story.
+
+``Path`` is the line from the opening to the head, capped at the head's depth
+and, on every ancestor branch, at the depth its child forked from. Anything
+derived from the story (nodes, snapshots, and later memories, summaries and
+state) is read through ``Path.clause`` so that undo, redo, save points and
+divergence all change what is eligible without a rule of their own, and an
+abandoned line can never leak into a prompt.
+"""
+
+from dataclasses import dataclass
+
+from django.db.models import Max, Q
+
+from .models import Branch, Campaign, Node
+
+
+@dataclass(frozen=True)
+class Segment:
+    """The depths ``(low, high]`` of ``branch_id`` that lie on the path."""
+
+    branch_id: int
+    low: int
+    high: int
+
+    def contains(self, depth):
+        return self.low < depth <= self.high
+
+
+@dataclass(frozen=True)
+class Path:
+    campaign_id: int
+    head_branch_id: int
+    head_depth: int
+    segments: tuple[Segment, ...]
+
+    def clause(self, prefix=""):
+        """Return a Q that admits exactly the rows anchored on this path.
+
+        ``prefix`` names the relation holding ``branch`` and ``depth`` (for
+        example ``"node__"``); rows must carry both fields.
+        """
+        condition = Q(pk__in=[])
+        for segment in self.segments:
+            condition |= Q(
+                **{
+                    f"{prefix}branch_id": segment.branch_id,
+                    f"{prefix}depth__gt": segment.low,
+                    f"{prefix}depth__lte": segment.high,
+                }
+            )
+        return condition
+
+    def contains(self, branch_id, depth):
+        return any(s.branch_id == branch_id and s.contains(depth) for s in self.segments)
+
+    def nodes(self):
+        """Return the path's nodes, opening first."""
+        return Node.objects.filter(self.clause(), campaign_id=self.campaign_id).order_by("depth")
+
+    def capped(self, depth):
+        """Return the same line cut off at ``depth`` (which must not exceed the head)."""
+        segments = tuple(
+            Segment(s.branch_id, s.low, min(s.high, depth)) for s in self.segments if s.low < depth
+        )
+        return Path(self.campaign_id, segments[0].branch_id if segments else self.head_branch_id, depth, segments)
+
+
+def path_of(campaign):
+    """Return the active, head-capped lineage of ``campaign``."""
+    return path_at(campaign.pk, campaign.head_branch_id, campaign.head_depth)
+
+
+def path_at(campaign_id, branch_id, depth):
+    """Return the lineage that ends at ``(branch_id, depth)``."""
+    branches = {
+        row["id"]: row for row in Branch.objects.filter(campaign_id=campaign_id).values("id", "parent_id", "fork_depth")
+    }
+    segments = []
+    cap = depth
+    current = branches.get(branch_id)
+    while current is not None:
+        if cap > current["fork_depth"]:
+            segments.append(Segment(current["id"], current["fork_depth"], cap))
+            cap = current["fork_depth"]
+        current = branches.get(current["parent_id"])
+    return Path(campaign_id, branch_id, depth, tuple(segments))
+
+
+def tip_depth(branch):
+    """Return the deepest depth reachable by following ``branch`` forward (what redo may reach)."""
+    deepest = Node.objects.filter(branch=branch).aggregate(deepest=Max("depth"))["deepest"]
+    return deepest if deepest is not None else branch.fork_depth
+
+
+def can_redo(campaign):
+    return campaign.head_branch is not None and tip_depth(campaign.head_branch) >= campaign.head_depth + 2

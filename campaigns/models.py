@@ -1,0 +1,176 @@
+"""The story and its truth: campaigns, the story tree, save points and canon.
+
+The story is a tree of nodes addressed by ``(branch, depth)``. The opening is
+depth 0; turn n's player action is depth 2n-1 and its reply 2n. A branch owns
+the nodes deeper than its ``fork_depth``; shallower ones belong to its parent's
+lineage. Nothing here is ever deleted: undo, retry and divergence move the head
+and open branches (see ``lineage``), so every word ever accepted stays reachable.
+"""
+
+from django.conf import settings
+from django.db import models
+from django.urls import reverse
+
+
+class Campaign(models.Model):
+    class PointOfView(models.TextChoices):
+        SECOND = "second", "Second person (you)"
+        FIRST = "first", "First person (I)"
+        THIRD = "third", "Third person"
+
+    class Level(models.TextChoices):
+        LOW = "low", "Low"
+        MEDIUM = "medium", "Medium"
+        HIGH = "high", "High"
+
+    class ProseLength(models.TextChoices):
+        SHORT = "short", "Short (one paragraph)"
+        MEDIUM = "medium", "Medium (two or three paragraphs)"
+        LONG = "long", "Long (several paragraphs)"
+
+    owner = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="campaigns")
+    title = models.CharField(max_length=200)
+    genre = models.CharField(max_length=100, blank=True)
+    protagonist = models.CharField(max_length=200, help_text="Who the player is, in a line or two.")
+    opening = models.TextField(help_text="The scene the story starts from.")
+
+    # Durable style preferences (seed 000 §47): configuration, never inferred.
+    point_of_view = models.CharField(max_length=10, choices=PointOfView.choices, default=PointOfView.SECOND)
+    prose_length = models.CharField(max_length=10, choices=ProseLength.choices, default=ProseLength.MEDIUM)
+    dialogue_density = models.CharField(max_length=10, choices=Level.choices, default=Level.MEDIUM)
+    descriptive_richness = models.CharField(max_length=10, choices=Level.choices, default=Level.MEDIUM)
+    violence_level = models.CharField(max_length=10, choices=Level.choices, default=Level.LOW)
+    pacing = models.CharField(max_length=100, blank=True, help_text="For example: slow and atmospheric.")
+    style_notes = models.TextField(blank=True, help_text="Anything else about how the story should read.")
+
+    narrator_rules = models.TextField(blank=True, help_text="Extra standing instructions for the narrator.")
+
+    context_token_budget = models.PositiveIntegerField(
+        default=8192, help_text="The whole prompt window in tokens, reply included."
+    )
+    max_output_tokens = models.PositiveIntegerField(default=400, help_text="The longest reply the narrator may write.")
+    temperature = models.FloatField(default=0.8)
+    narrator_model = models.CharField(
+        max_length=200, blank=True, help_text="Leave blank for the server default (STORYTELLER_NARRATOR_MODEL)."
+    )
+    embed_model = models.CharField(
+        max_length=200, blank=True, help_text="Leave blank for the server default (STORYTELLER_EMBED_MODEL)."
+    )
+
+    # The head: where the story currently stands. Every read of the story
+    # starts from here through ``lineage.path_of``.
+    head_branch = models.ForeignKey("Branch", null=True, blank=True, on_delete=models.PROTECT, related_name="+")
+    head_depth = models.PositiveIntegerField(default=0)
+
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ["-updated_at"]
+
+    def __str__(self):
+        return self.title
+
+    def get_absolute_url(self):
+        return reverse("play", args=[self.pk])
+
+    @property
+    def turn_count(self):
+        return self.head_depth // 2
+
+
+class Branch(models.Model):
+    """A line of the story that leaves its parent's lineage after ``fork_depth``."""
+
+    campaign = models.ForeignKey(Campaign, on_delete=models.CASCADE, related_name="branches")
+    parent = models.ForeignKey("self", null=True, blank=True, on_delete=models.PROTECT, related_name="children")
+    fork_depth = models.IntegerField(default=-1, help_text="Depths up to this come from the parent's lineage.")
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["campaign", "id"]
+        verbose_name_plural = "branches"
+
+    def __str__(self):
+        return f"branch {self.pk} of {self.campaign_id}"
+
+
+class Node(models.Model):
+    class Role(models.TextChoices):
+        OPENING = "opening", "Opening"
+        PLAYER = "player", "Player"
+        NARRATOR = "narrator", "Narrator"
+
+    class Mode(models.TextChoices):
+        DO = "do", "Do"
+        SAY = "say", "Say"
+        STORY = "story", "Story"
+        CONTINUE = "continue", "Continue"
+
+    campaign = models.ForeignKey(Campaign, on_delete=models.CASCADE, related_name="nodes")
+    branch = models.ForeignKey(Branch, on_delete=models.PROTECT, related_name="nodes")
+    depth = models.PositiveIntegerField()
+    role = models.CharField(max_length=10, choices=Role.choices)
+    mode = models.CharField(max_length=10, choices=Mode.choices, blank=True)
+    text = models.TextField(blank=True)
+    direction = models.TextField(blank=True, help_text="One-turn out-of-character direction (seed 000 §48).")
+    # Counted once at commit so a context build never re-tokenises history.
+    tokens = models.PositiveIntegerField(default=0)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["depth"]
+        constraints = [
+            models.UniqueConstraint(fields=["branch", "depth"], name="one_node_per_branch_depth"),
+        ]
+        indexes = [models.Index(fields=["campaign", "branch", "depth"])]
+
+    def __str__(self):
+        return f"{self.role} at ({self.branch_id}, {self.depth})"
+
+
+class ContextSnapshot(models.Model):
+    """What the narrator was told for one reply: the context report, kept for the inspector."""
+
+    node = models.OneToOneField(Node, on_delete=models.CASCADE, related_name="snapshot")
+    report = models.JSONField()
+    model = models.CharField(max_length=200)
+    api = models.CharField(max_length=20)
+    prompt_eval_count = models.PositiveIntegerField(null=True, blank=True)
+    eval_count = models.PositiveIntegerField(null=True, blank=True)
+    done_reason = models.CharField(max_length=40, blank=True)
+    duration_ms = models.PositiveIntegerField(null=True, blank=True)
+
+    def __str__(self):
+        return f"context of node {self.node_id}"
+
+
+class SavePoint(models.Model):
+    campaign = models.ForeignKey(Campaign, on_delete=models.CASCADE, related_name="save_points")
+    name = models.CharField(max_length=100)
+    branch = models.ForeignKey(Branch, on_delete=models.PROTECT, related_name="+")
+    depth = models.PositiveIntegerField()
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["-created_at"]
+
+    def __str__(self):
+        return self.name
+
+
+class CanonRule(models.Model):
+    """A Level 1 fact of the campaign (seed 000 §3): it outranks everything else."""
+
+    campaign = models.ForeignKey(Campaign, on_delete=models.CASCADE, related_name="canon_rules")
+    text = models.TextField()
+    enabled = models.BooleanField(default=True)
+    position = models.PositiveIntegerField(default=0)
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ["position", "id"]
+
+    def __str__(self):
+        return self.text[:80]

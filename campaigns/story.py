@@ -1,0 +1,184 @@
+"""Every change to the story tree: one short transaction each, nothing ever deleted.
+
+A turn is written by ``commit_turn`` only after the narrator has finished, in a
+single IMMEDIATE transaction that refuses if the head moved while the model was
+generating (another tab acted, undid or switched branch). Head moves — undo,
+redo, save-point restore, branch switch — touch only the campaign's head.
+"""
+
+from dataclasses import dataclass
+
+from django.db import transaction
+
+from storyteller import tokens
+
+from . import lineage
+from .models import Branch, Campaign, ContextSnapshot, Node, SavePoint
+
+
+class StoryMovedOn(Exception):
+    """The head moved while a turn was being generated; the turn was not saved."""
+
+    def __init__(self):
+        super().__init__(
+            "The story moved on in another tab or window while this reply was being written, "
+            "so it was not saved. The page now shows the latest story; send your action again if you still want it."
+        )
+
+
+class NothingToRetry(Exception):
+    pass
+
+
+@dataclass(frozen=True)
+class PlayerAction:
+    mode: str
+    text: str
+    direction: str = ""
+    tokens: int = 0
+
+
+@dataclass(frozen=True)
+class Reply:
+    text: str
+    tokens: int
+    report: dict
+    model: str
+    api: str
+    prompt_eval_count: int | None = None
+    eval_count: int | None = None
+    done_reason: str = ""
+    duration_ms: int | None = None
+
+
+def start_campaign(campaign):
+    """Give a newly created campaign its root branch and opening node."""
+    with transaction.atomic():
+        root = Branch.objects.create(campaign=campaign, parent=None, fork_depth=-1)
+        Node.objects.create(
+            campaign=campaign,
+            branch=root,
+            depth=0,
+            role=Node.Role.OPENING,
+            text=campaign.opening,
+            tokens=tokens.count(campaign.opening),
+        )
+        campaign.head_branch = root
+        campaign.head_depth = 0
+        campaign.save(update_fields=["head_branch", "head_depth", "updated_at"])
+    return campaign
+
+
+def commit_turn(campaign_id, expected_head, action, reply):
+    """Write a player action and its reply after the head, or refuse if the head moved.
+
+    Acting anywhere but the tip of the head branch (after an undo) opens a new
+    branch at the head, so the undone future stays reachable through redo's
+    old branch and the branches view.
+    """
+    with transaction.atomic():
+        campaign = Campaign.objects.select_related("head_branch").get(pk=campaign_id)
+        _refuse_if_moved(campaign, expected_head)
+        depth = campaign.head_depth
+        branch = campaign.head_branch
+        if lineage.tip_depth(branch) > depth:
+            branch = Branch.objects.create(campaign=campaign, parent=branch, fork_depth=depth)
+        Node.objects.create(
+            campaign=campaign,
+            branch=branch,
+            depth=depth + 1,
+            role=Node.Role.PLAYER,
+            mode=action.mode,
+            text=action.text,
+            direction=action.direction,
+            tokens=action.tokens,
+        )
+        node = _write_reply(campaign, branch, depth + 2, reply)
+    return node
+
+
+def commit_retry(campaign_id, expected_head, reply):
+    """Write a new sibling of the head's reply on a new branch; the old reply stays reachable."""
+    with transaction.atomic():
+        campaign = Campaign.objects.select_related("head_branch").get(pk=campaign_id)
+        _refuse_if_moved(campaign, expected_head)
+        if campaign.head_depth < 2:
+            raise NothingToRetry("There is no reply to retry yet.")
+        depth = campaign.head_depth
+        branch = Branch.objects.create(campaign=campaign, parent=campaign.head_branch, fork_depth=depth - 1)
+        node = _write_reply(campaign, branch, depth, reply)
+    return node
+
+
+def _refuse_if_moved(campaign, expected_head):
+    if (campaign.head_branch_id, campaign.head_depth) != tuple(expected_head):
+        raise StoryMovedOn()
+
+
+def _write_reply(campaign, branch, depth, reply):
+    node = Node.objects.create(
+        campaign=campaign,
+        branch=branch,
+        depth=depth,
+        role=Node.Role.NARRATOR,
+        text=reply.text,
+        tokens=reply.tokens,
+    )
+    ContextSnapshot.objects.create(
+        node=node,
+        report=reply.report,
+        model=reply.model,
+        api=reply.api,
+        prompt_eval_count=reply.prompt_eval_count,
+        eval_count=reply.eval_count,
+        done_reason=reply.done_reason or "",
+        duration_ms=reply.duration_ms,
+    )
+    _move_head(campaign, branch, depth)
+    return node
+
+
+def _move_head(campaign, branch, depth):
+    campaign.head_branch = branch
+    campaign.head_depth = depth
+    campaign.save(update_fields=["head_branch", "head_depth", "updated_at"])
+
+
+def undo(campaign):
+    """Step the head back one turn; return False when already at the opening."""
+    with transaction.atomic():
+        campaign.refresh_from_db(fields=["head_branch", "head_depth"])
+        if campaign.head_depth == 0:
+            return False
+        _move_head(campaign, campaign.head_branch, max(0, campaign.head_depth - 2))
+    return True
+
+
+def redo(campaign):
+    """Step the head forward one turn along its branch; return False when there is nothing ahead."""
+    with transaction.atomic():
+        campaign.refresh_from_db(fields=["head_branch", "head_depth"])
+        if not lineage.can_redo(campaign):
+            return False
+        _move_head(campaign, campaign.head_branch, campaign.head_depth + 2)
+    return True
+
+
+def create_save_point(campaign, name):
+    return SavePoint.objects.create(
+        campaign=campaign, name=name, branch_id=campaign.head_branch_id, depth=campaign.head_depth
+    )
+
+
+def restore_save_point(save_point):
+    campaign = save_point.campaign
+    with transaction.atomic():
+        _move_head(campaign, save_point.branch, save_point.depth)
+    return campaign
+
+
+def switch_branch(campaign, branch):
+    """Move the head to the tip of ``branch``."""
+    with transaction.atomic():
+        _move_head(campaign, branch, lineage.tip_depth(branch))
+    return campaign

@@ -1,0 +1,154 @@
+"""Storyteller settings: one module, driven by environment variables.
+
+Every default works on a fresh machine: data lives in ``data/`` inside the
+checkout, the secret key is generated there on first run, and the narrator is
+looked for at Ollama's default address (falling back to the built-in one).
+"""
+
+import os
+import secrets
+from pathlib import Path
+
+BASE_DIR = Path(__file__).resolve().parent.parent
+
+
+def _env_str(name, default):
+    value = os.environ.get(name, "").strip()
+    return value or default
+
+
+def _env_bool(name, default=False):
+    value = os.environ.get(name, "").strip().lower()
+    if not value:
+        return default
+    return value in {"1", "true", "yes", "on"}
+
+
+def _secret_key(data_dir):
+    """Return the key stored in the data folder, creating it on first run."""
+    path = data_dir / "secret_key"
+    if path.exists():
+        return path.read_text().strip()
+    path.write_text(secrets.token_urlsafe(50))
+    path.chmod(0o600)
+    return path.read_text().strip()
+
+
+DATA_DIR = Path(_env_str("STORYTELLER_DATA_DIR", str(BASE_DIR / "data"))).resolve()
+DATA_DIR.mkdir(parents=True, exist_ok=True)
+
+SECRET_KEY = _secret_key(DATA_DIR)
+DEBUG = _env_bool("STORYTELLER_DEBUG")
+
+# Bound to loopback: the app is for the person sitting at this machine.
+ALLOWED_HOSTS = ["127.0.0.1", "localhost", "[::1]"]
+CSRF_TRUSTED_ORIGINS = [
+    "http://127.0.0.1:8000",
+    "http://localhost:8000",
+]
+
+INSTALLED_APPS = [
+    "daphne",
+    "django.contrib.admin",
+    "django.contrib.auth",
+    "django.contrib.contenttypes",
+    "django.contrib.sessions",
+    "django.contrib.messages",
+    "django.contrib.staticfiles",
+    "channels",
+    "django_htmx",
+    "template_partials",
+    "campaigns",
+    "memory",
+    "knowledge",
+    "storyteller",
+]
+
+MIDDLEWARE = [
+    "django.middleware.security.SecurityMiddleware",
+    "django.contrib.sessions.middleware.SessionMiddleware",
+    "django.middleware.common.CommonMiddleware",
+    "django.middleware.csrf.CsrfViewMiddleware",
+    "django.contrib.auth.middleware.AuthenticationMiddleware",
+    "django.contrib.messages.middleware.MessageMiddleware",
+    "django.middleware.clickjacking.XFrameOptionsMiddleware",
+    "django_htmx.middleware.HtmxMiddleware",
+]
+
+ROOT_URLCONF = "storyteller.urls"
+
+TEMPLATES = [
+    {
+        "BACKEND": "django.template.backends.django.DjangoTemplates",
+        "DIRS": [BASE_DIR / "templates"],
+        "APP_DIRS": True,
+        "OPTIONS": {
+            "context_processors": [
+                "django.template.context_processors.request",
+                "django.contrib.auth.context_processors.auth",
+                "django.contrib.messages.context_processors.messages",
+            ],
+        },
+    },
+]
+
+ASGI_APPLICATION = "storyteller.asgi.application"
+CHANNEL_LAYERS = {"default": {"BACKEND": "channels.layers.InMemoryChannelLayer"}}
+
+# SQLite in WAL mode so readers never wait for the writer; IMMEDIATE
+# transactions take the write lock up front, so two turns committing at once
+# queue on the busy timeout instead of failing with "database is locked" halfway.
+DATABASES = {
+    "default": {
+        "ENGINE": "django.db.backends.sqlite3",
+        "NAME": DATA_DIR / "storyteller.sqlite3",
+        "OPTIONS": {
+            "transaction_mode": "IMMEDIATE",
+            "timeout": 10,
+            "init_command": (
+                "PRAGMA journal_mode=WAL;"
+                "PRAGMA synchronous=NORMAL;"
+                "PRAGMA foreign_keys=ON;"
+            ),
+        },
+        "TEST": {"NAME": DATA_DIR / "test-storyteller.sqlite3"},
+    }
+}
+
+DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
+
+AUTH_PASSWORD_VALIDATORS = []
+LOGIN_URL = "login"
+LOGIN_REDIRECT_URL = "campaign_list"
+SESSION_COOKIE_HTTPONLY = True
+SESSION_COOKIE_SAMESITE = "Lax"
+CSRF_COOKIE_SAMESITE = "Lax"
+X_FRAME_OPTIONS = "DENY"
+SECURE_CONTENT_TYPE_NOSNIFF = True
+
+LANGUAGE_CODE = "en-us"
+TIME_ZONE = "UTC"
+USE_I18N = False
+USE_TZ = True
+
+STATIC_URL = "static/"
+STATICFILES_DIRS = [BASE_DIR / "static"]
+
+# The narrator. An explicitly configured server is always used (and its outage
+# is reported); with nothing configured, Ollama's default address is probed and
+# the built-in narrator takes over when nothing answers there.
+STORYTELLER_LLM_URL_CONFIGURED = bool(os.environ.get("STORYTELLER_LLM_URL", "").strip())
+STORYTELLER_LLM_URL = _env_str("STORYTELLER_LLM_URL", "http://127.0.0.1:11434").rstrip("/")
+STORYTELLER_LLM_API = _env_str("STORYTELLER_LLM_API", "ollama").lower()
+STORYTELLER_NARRATOR_MODEL = _env_str("STORYTELLER_NARRATOR_MODEL", "qwen2.5:3b-instruct")
+STORYTELLER_EMBED_MODEL = _env_str("STORYTELLER_EMBED_MODEL", "nomic-embed-text")
+
+LOGGING = {
+    "version": 1,
+    "disable_existing_loggers": False,
+    "handlers": {"console": {"class": "logging.StreamHandler"}},
+    "loggers": {
+        "storyteller": {"handlers": ["console"], "level": "INFO"},
+        "campaigns": {"handlers": ["console"], "level": "INFO"},
+    },
+}

@@ -1,0 +1,129 @@
+"""One turn: build the context, stream the reply, commit it in one short transaction.
+
+Nothing is written before or during generation, and no transaction is open
+while the model writes: a stopped, failed or killed turn leaves no node behind,
+and other writers are never locked out for the length of a reply.
+"""
+
+import contextlib
+import time
+from dataclasses import dataclass
+
+from channels.db import database_sync_to_async
+
+from campaigns import lineage, story
+from campaigns.models import Campaign, Node
+
+from . import context, llm
+from .context import Action
+
+
+class TurnFailed(Exception):
+    """The turn could not be played; the message tells the person what happened and what to do."""
+
+
+@dataclass(frozen=True)
+class TurnResult:
+    node_id: int
+    text: str
+    notice: str = ""
+
+
+@dataclass(frozen=True)
+class _Prepared:
+    campaign: Campaign
+    expected_head: tuple
+    action: Action
+    ctx: context.Context
+    narrator: object
+
+
+async def play_turn(campaign_id, action, relay, *, retry=False):
+    """Play ``action`` (or retry the head's reply) and return the committed reply.
+
+    ``relay(text)`` is awaited for every chunk as it arrives. Cancelling the
+    task that runs this stops the model and saves nothing.
+    """
+    prepared = await database_sync_to_async(_prepare)(campaign_id, action, retry)
+    campaign = prepared.campaign
+    options = llm.ChatOptions(
+        num_predict=campaign.max_output_tokens,
+        num_ctx=campaign.context_token_budget,
+        temperature=campaign.temperature,
+    )
+    started = time.perf_counter()
+    parts = []
+    final = llm.Chunk(done=True)
+    try:
+        async with contextlib.aclosing(prepared.narrator.stream_chat(prepared.ctx.messages, options)) as stream:
+            async for chunk in stream:
+                if chunk.done:
+                    final = chunk
+                    break
+                if chunk.text:
+                    parts.append(chunk.text)
+                    await relay(chunk.text)
+    except llm.NarratorError as error:
+        raise TurnFailed(f"{error} Nothing was saved.") from error
+
+    text = "".join(parts).strip()
+    if not text:
+        raise TurnFailed(
+            f"The narrator ({prepared.narrator.model}) returned an empty reply, so nothing was saved. "
+            "Try again, or choose another model on the model settings page."
+        )
+    report = prepared.ctx.report
+    report["usage"] = {"prompt_eval_count": final.prompt_eval_count, "eval_count": final.eval_count}
+    reply = story.Reply(
+        text=text,
+        tokens=context.node_tokens(Node.Role.NARRATOR, "", text),
+        report=report,
+        model=prepared.narrator.model,
+        api=prepared.narrator.api,
+        prompt_eval_count=final.prompt_eval_count,
+        eval_count=final.eval_count,
+        done_reason=final.done_reason or "",
+        duration_ms=int((time.perf_counter() - started) * 1000),
+    )
+    node = await database_sync_to_async(_commit)(prepared, reply, retry)
+    notice = ""
+    if final.done_reason == "length":
+        notice = (
+            f"The reply reached the {campaign.max_output_tokens}-token limit and was cut off; it was saved as it is. "
+            "Use Continue to carry on, or raise max_output_tokens in the campaign settings."
+        )
+    return TurnResult(node_id=node.pk, text=text, notice=notice)
+
+
+def _prepare(campaign_id, action, retry):
+    campaign = Campaign.objects.get(pk=campaign_id)
+    path = lineage.path_of(campaign)
+    if retry:
+        if campaign.head_depth < 2:
+            raise TurnFailed("There is no reply to retry yet.")
+        player = path.nodes().get(depth=campaign.head_depth - 1)
+        action = Action(mode=player.mode, text=player.text, direction=player.direction)
+        # The replaced reply is not part of its own retry's prompt.
+        path = path.capped(campaign.head_depth - 2)
+    narrator = llm.narrator_for(campaign.narrator_model or None)
+    try:
+        ctx = context.build(campaign, path, action, model=narrator.model, api=narrator.api)
+    except context.ContextOverflow as error:
+        raise TurnFailed(f"{error} Nothing was sent or saved.") from error
+    return _Prepared(campaign, (campaign.head_branch_id, campaign.head_depth), action, ctx, narrator)
+
+
+def _commit(prepared, reply, retry):
+    try:
+        if retry:
+            return story.commit_retry(prepared.campaign.pk, prepared.expected_head, reply)
+        action = prepared.action
+        player = story.PlayerAction(
+            mode=action.mode,
+            text=action.text,
+            direction=action.direction,
+            tokens=context.node_tokens(Node.Role.PLAYER, action.mode, action.text),
+        )
+        return story.commit_turn(prepared.campaign.pk, prepared.expected_head, player, reply)
+    except story.StoryMovedOn as error:
+        raise TurnFailed(str(error)) from error

@@ -1,0 +1,29 @@
+from django.contrib import admin
+from django.urls import path
+
+from . import views
+
+urlpatterns = [
+    path("", views.campaign_list, name="campaign_list"),
+    path("login/", views.login_page, name="login"),
+    path("login/<str:uidb64>/<str:token>/", views.login_with_link, name="login_link"),
+    path("logout/", views.logout_view, name="logout"),
+    path("campaigns/new/", views.campaign_create, name="campaign_create"),
+    path("campaigns/<int:pk>/", views.play, name="play"),
+    path("campaigns/<int:pk>/edit/", views.campaign_edit, name="campaign_edit"),
+    path("campaigns/<int:pk>/undo/", views.undo, name="undo"),
+    path("campaigns/<int:pk>/redo/", views.redo, name="redo"),
+    path("campaigns/<int:pk>/save-point/", views.save_point, name="save_point"),
+    path("campaigns/<int:pk>/branches/", views.branches, name="branches"),
+    path("campaigns/<int:pk>/branches/<int:branch_pk>/switch/", views.switch_branch, name="switch_branch"),
+    path(
+        "campaigns/<int:pk>/save-points/<int:save_point_pk>/restore/",
+        views.restore_save_point,
+        name="restore_save_point",
+    ),
+    path("campaigns/<int:pk>/replies/<int:node_pk>/inspect/", views.inspector, name="inspector"),
+    path("campaigns/<int:pk>/model/", views.choose_model, name="choose_model"),
+    path("settings/models/", views.model_settings, name="model_settings"),
+    path("settings/models/test/", views.test_connection, name="test_connection"),
+    path("admin/", admin.site.urls),
+]

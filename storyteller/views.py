@@ -1,0 +1,256 @@
+"""Pages: campaigns, play, branches, the prompt inspector, model settings and sign-in.
+
+Views parse, call one function, render. Every campaign is fetched through
+``_get_campaign_for_user`` so another person's campaign is a 404.
+"""
+
+from asgiref.sync import async_to_sync
+from channels.layers import get_channel_layer
+from django.contrib.auth import login, logout
+from django.contrib.auth.decorators import login_required
+from django.contrib.auth import get_user_model
+from django.db import transaction
+from django.http import Http404
+from django.shortcuts import get_object_or_404, redirect, render
+from django.utils.encoding import force_str
+from django.utils.http import urlsafe_base64_decode
+from django.views.decorators.http import require_GET, require_http_methods, require_POST
+from django_htmx.http import HttpResponseClientRedirect
+
+from campaigns import lineage, story
+from campaigns.forms import CampaignForm, CanonRuleFormSet, EditCampaignForm, SavePointForm
+from campaigns.models import Branch, Campaign, Node, SavePoint
+
+from . import llm, signin
+
+# The play page shows the newest part of the lineage; the rest is a link away.
+STORY_WINDOW = 120
+
+
+def _get_campaign_for_user(request, pk):
+    return get_object_or_404(Campaign, pk=pk, owner=request.user)
+
+
+def play_body_context(campaign, error="", notice=""):
+    """Return what ``campaigns/_play_body.html`` renders: the story window and its controls."""
+    path = lineage.path_of(campaign)
+    nodes = list(path.nodes().order_by("-depth")[:STORY_WINDOW])[::-1]
+    return {
+        "campaign": campaign,
+        "nodes": nodes,
+        "earlier_count": campaign.head_depth + 1 - len(nodes),
+        "can_undo": campaign.head_depth > 0,
+        "can_redo": lineage.can_redo(campaign),
+        "can_retry": campaign.head_depth >= 2,
+        "turn_error": error,
+        "turn_notice": notice,
+    }
+
+
+def announce_story_changed(campaign):
+    """Tell the campaign's other open tabs to redraw (after the change has committed)."""
+    layer = get_channel_layer()
+    transaction.on_commit(
+        lambda: async_to_sync(layer.group_send)(f"campaign-{campaign.pk}", {"type": "story.changed"})
+    )
+
+
+def _play_body(request, campaign, **extra):
+    if request.htmx:
+        return render(request, "campaigns/_play_body.html", play_body_context(campaign, **extra))
+    return redirect("play", campaign.pk)
+
+
+@login_required
+@require_GET
+def campaign_list(request):
+    campaigns = Campaign.objects.filter(owner=request.user)
+    return render(request, "campaigns/campaign_list.html", {"campaigns": campaigns})
+
+
+@login_required
+@require_http_methods(["GET", "POST"])
+def campaign_create(request):
+    form = CampaignForm(request.POST or None)
+    if request.method == "POST" and form.is_valid():
+        campaign = form.save(commit=False)
+        campaign.owner = request.user
+        campaign.narrator_model = ""
+        with transaction.atomic():
+            campaign.save()
+            story.start_campaign(campaign)
+        return redirect("campaign_edit", campaign.pk)
+    return render(request, "campaigns/campaign_form.html", {"form": form, "creating": True})
+
+
+@login_required
+@require_http_methods(["GET", "POST"])
+def campaign_edit(request, pk):
+    campaign = _get_campaign_for_user(request, pk)
+    form = EditCampaignForm(request.POST or None, instance=campaign)
+    canon = CanonRuleFormSet(request.POST or None, instance=campaign, prefix="canon")
+    if request.method == "POST" and form.is_valid() and canon.is_valid():
+        with transaction.atomic():
+            form.save()
+            canon.save()
+        return redirect("play", campaign.pk)
+    return render(request, "campaigns/campaign_form.html", {"form": form, "canon": canon, "campaign": campaign})
+
+
+@login_required
+@require_GET
+def play(request, pk):
+    campaign = _get_campaign_for_user(request, pk)
+    if request.htmx:
+        return render(request, "campaigns/_play_body.html", play_body_context(campaign))
+    context = play_body_context(campaign)
+    context["narrator"] = llm.narrator_for(campaign.narrator_model or None)
+    return render(request, "campaigns/play.html", context)
+
+
+@login_required
+@require_POST
+def undo(request, pk):
+    campaign = _get_campaign_for_user(request, pk)
+    with transaction.atomic():
+        if story.undo(campaign):
+            announce_story_changed(campaign)
+    return _play_body(request, campaign)
+
+
+@login_required
+@require_POST
+def redo(request, pk):
+    campaign = _get_campaign_for_user(request, pk)
+    with transaction.atomic():
+        if story.redo(campaign):
+            announce_story_changed(campaign)
+    return _play_body(request, campaign)
+
+
+@login_required
+@require_POST
+def save_point(request, pk):
+    campaign = _get_campaign_for_user(request, pk)
+    form = SavePointForm(request.POST)
+    if not form.is_valid():
+        return _play_body(request, campaign, error="Give the save point a name.")
+    story.create_save_point(campaign, form.cleaned_data["name"])
+    return _play_body(request, campaign, notice=f"Saved “{form.cleaned_data['name']}”.")
+
+
+@login_required
+@require_GET
+def branches(request, pk):
+    campaign = _get_campaign_for_user(request, pk)
+    path = lineage.path_of(campaign)
+    rows = []
+    for branch in Branch.objects.filter(campaign=campaign).select_related("parent"):
+        tip = lineage.tip_depth(branch)
+        last = Node.objects.filter(branch=branch).order_by("-depth").first()
+        rows.append({
+            "branch": branch,
+            "tip": tip,
+            "turns": tip // 2,
+            "last": last,
+            "active": branch.pk == campaign.head_branch_id,
+            "on_path": path.contains(branch.pk, tip),
+        })
+    save_points = SavePoint.objects.filter(campaign=campaign)
+    return render(request, "campaigns/branches.html", {"campaign": campaign, "rows": rows, "save_points": save_points})
+
+
+@login_required
+@require_POST
+def switch_branch(request, pk, branch_pk):
+    campaign = _get_campaign_for_user(request, pk)
+    branch = get_object_or_404(Branch, pk=branch_pk, campaign=campaign)
+    with transaction.atomic():
+        story.switch_branch(campaign, branch)
+        announce_story_changed(campaign)
+    return _redirect_to_play(request, campaign)
+
+
+@login_required
+@require_POST
+def restore_save_point(request, pk, save_point_pk):
+    campaign = _get_campaign_for_user(request, pk)
+    point = get_object_or_404(SavePoint, pk=save_point_pk, campaign=campaign)
+    with transaction.atomic():
+        story.restore_save_point(point)
+        announce_story_changed(campaign)
+    return _redirect_to_play(request, campaign)
+
+
+def _redirect_to_play(request, campaign):
+    if request.htmx:
+        return HttpResponseClientRedirect(campaign.get_absolute_url())
+    return redirect("play", campaign.pk)
+
+
+@login_required
+@require_GET
+def inspector(request, pk, node_pk):
+    campaign = _get_campaign_for_user(request, pk)
+    node = get_object_or_404(Node.objects.select_related("snapshot"), pk=node_pk, campaign=campaign, role="narrator")
+    report = node.snapshot.report
+    return render(request, "storyteller/inspector.html", {
+        "campaign": campaign,
+        "node": node,
+        "snapshot": node.snapshot,
+        "report": report,
+        "budget": report["budget"],
+        "on_path": lineage.path_of(campaign).contains(node.branch_id, node.depth),
+    })
+
+
+@login_required
+@require_GET
+def model_settings(request):
+    status = llm.server_status()
+    campaigns = Campaign.objects.filter(owner=request.user)
+    return render(request, "storyteller/model_settings.html", {
+        "status": status,
+        "campaigns": campaigns,
+        "default_model": llm.default_narrator_model(),
+    })
+
+
+@login_required
+@require_POST
+def test_connection(request):
+    status = llm.server_status(fresh=True)
+    return render(request, "storyteller/_connection.html", {"status": status})
+
+
+@login_required
+@require_POST
+def choose_model(request, pk):
+    campaign = _get_campaign_for_user(request, pk)
+    campaign.narrator_model = request.POST.get("narrator_model", "").strip()[:200]
+    campaign.save(update_fields=["narrator_model", "updated_at"])
+    info = llm.describe_model(campaign.narrator_model or None)
+    return render(request, "storyteller/_campaign_model.html", {"campaign": campaign, "info": info})
+
+
+@require_GET
+def login_page(request):
+    return render(request, "storyteller/login.html")
+
+
+@require_GET
+def login_with_link(request, uidb64, token):
+    try:
+        user = get_user_model().objects.get(pk=force_str(urlsafe_base64_decode(uidb64)))
+    except (ValueError, TypeError, OverflowError, get_user_model().DoesNotExist):
+        raise Http404("This sign-in link is not valid.")
+    if not signin.login_tokens.check_token(user, token):
+        return render(request, "storyteller/login.html", {"expired": True}, status=403)
+    login(request, user, backend="django.contrib.auth.backends.ModelBackend")
+    return redirect("campaign_list")
+
+
+@require_POST
+def logout_view(request):
+    logout(request)
+    return redirect("login")

@@ -1,0 +1,47 @@
+import pytest
+from django.contrib.auth import get_user_model
+
+from campaigns import story
+from campaigns.models import Campaign, CanonRule
+
+pytest_plugins = ["tests.fake_ollama"]
+
+
+@pytest.fixture
+def owner(db):
+    return get_user_model().objects.create_user("reader", password=None)
+
+
+@pytest.fixture
+def outsider(db):
+    return get_user_model().objects.create_user("outsider", password=None)
+
+
+def make_campaign(user, **fields):
+    defaults = {
+        "title": "The Silver Key",
+        "genre": "fantasy",
+        "protagonist": "Aldric, a wandering scribe",
+        "opening": "Rain falls on the abbey as Aldric arrives at the gate.",
+        "context_token_budget": 4096,
+        "max_output_tokens": 200,
+    }
+    defaults.update(fields)
+    campaign = Campaign.objects.create(owner=user, **defaults)
+    return story.start_campaign(campaign)
+
+
+@pytest.fixture
+def campaign(owner):
+    campaign = make_campaign(owner)
+    CanonRule.objects.create(campaign=campaign, text="Magic cannot resurrect the dead.")
+    return campaign
+
+
+@pytest.fixture
+def narrator_server(fake_ollama, settings):
+    """Point the app at the fake Ollama server, as a person setting STORYTELLER_LLM_URL would."""
+    settings.STORYTELLER_LLM_URL = fake_ollama.url
+    settings.STORYTELLER_LLM_URL_CONFIGURED = True
+    settings.STORYTELLER_LLM_API = "ollama"
+    return fake_ollama
