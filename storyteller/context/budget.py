@@ -32,10 +32,15 @@ class ContextOverflow(Exception):
 
 @dataclass(frozen=True)
 class Unit:
-    """One whole turn of history (or the opening): never split, never reordered."""
+    """One whole turn of history (or the opening): never split, never reordered.
+
+    ``rows`` are the rows it was grouped from, oldest first, carried along so
+    the builder needs no second query for the text.
+    """
 
     depths: tuple[int, ...]
     tokens: int
+    rows: tuple = ()
 
 
 def reply_reserve(max_output_tokens):
@@ -52,38 +57,38 @@ def history_allowance(budget, max_output_tokens, protected_tokens):
 
 
 def select_history(units_newest_first, allowance):
-    """Keep whole turns, newest first, until the next older one does not fit.
+    """Return whole turns, newest first, up to the first one that does not fit.
 
-    Stops at the first turn that does not fit rather than skipping it, so the
-    history the narrator sees is always one unbroken stretch ending now.
-    Return ``(kept, dropped)``, both newest first.
+    Stops there rather than skipping it, so the history the narrator sees is
+    one unbroken stretch ending now; and stops *reading* there, so a long
+    story costs no more to build than a short one.
     """
     kept = []
     spent = 0
-    units = list(units_newest_first)
-    for index, unit in enumerate(units):
+    for unit in units_newest_first:
         if spent + unit.tokens > allowance:
-            return kept, units[index:]
+            break
         kept.append(unit)
         spent += unit.tokens
-    return kept, []
+    return kept
 
 
 def group_turns(rows_newest_first):
-    """Group ``(depth, tokens)`` rows, newest first, into whole-turn units.
+    """Yield whole-turn units from rows ``(depth, tokens, ...)``, newest first.
 
     A reply (even depth) joins the player action just before it; the opening
     (depth 0) stands alone.
     """
-    units = []
     pending = []
-    for depth, tokens in rows_newest_first:
-        pending.append((depth, tokens))
-        if depth % 2 == 1 or depth == 0:
-            depths = tuple(d for d, _ in reversed(pending))
-            units.append(Unit(depths, sum(t + MESSAGE_OVERHEAD for _, t in pending)))
+    for row in rows_newest_first:
+        pending.append(row)
+        if row[0] % 2 == 1 or row[0] == 0:
+            yield _unit(pending)
             pending = []
     if pending:
-        depths = tuple(d for d, _ in reversed(pending))
-        units.append(Unit(depths, sum(t + MESSAGE_OVERHEAD for _, t in pending)))
-    return units
+        yield _unit(pending)
+
+
+def _unit(rows_newest_first):
+    rows = tuple(reversed(rows_newest_first))
+    return Unit(tuple(row[0] for row in rows), sum(row[1] + MESSAGE_OVERHEAD for row in rows), rows)

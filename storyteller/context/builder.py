@@ -14,7 +14,9 @@ with its cost.
 
 from dataclasses import dataclass
 
-from campaigns.models import CanonRule, Node
+from django.db.models import Count, Max, Min, Sum
+
+from campaigns.models import CanonRule
 
 from .. import tokens
 from . import budget, layers
@@ -43,9 +45,14 @@ class Context:
         return self.report["budget"]["prompt_tokens"]
 
 
+# Rows are read newest first a few dozen at a time, and reading stops at the
+# first turn that does not fit: a 2,000-turn story costs what a 60-turn one does.
+HISTORY_CHUNK = 64
+
+
 def message_for(role, mode, text):
     """Return the chat message a stored node becomes in the prompt."""
-    if role == Node.Role.PLAYER:
+    if role == "player":
         return {"role": "user", "content": layers.render_action(mode, text)}
     return {"role": "assistant", "content": text}
 
@@ -76,9 +83,15 @@ def build(campaign, path, action, *, model="", api="", seed=None):
     )
     allowance = budget.history_allowance(campaign.context_token_budget, campaign.max_output_tokens, protected)
 
-    rows = list(path.nodes().order_by("-depth").values_list("depth", "tokens"))
-    kept, dropped = budget.select_history(budget.group_turns(rows), allowance)
-    history, history_messages = _history_section(path, kept)
+    rows = (
+        path.nodes()
+        .order_by("-depth")
+        .values_list("depth", "tokens", "id", "role", "mode", "text")
+        .iterator(chunk_size=HISTORY_CHUNK)
+    )
+    kept = budget.select_history(budget.group_turns(rows), allowance)
+    history, history_messages = _history_section(kept)
+    dropped = _dropped(path, kept)
 
     messages = [{"role": "system", "content": system_text}, *history_messages, {"role": "user", "content": tail_text}]
     sections = [*stable, history, *tail]
@@ -97,37 +110,41 @@ def _dynamic_tail(action):
     return tail
 
 
-def _history_section(path, kept):
-    depths = [depth for unit in kept for depth in unit.depths]
-    nodes = []
-    if depths:
-        nodes = list(
-            path.nodes().filter(depth__gte=min(depths)).values_list("id", "depth", "role", "mode", "text", "tokens")
-        )
-    messages = [message_for(role, mode, text) for _, _, role, mode, text, _ in nodes]
+def _history_section(kept):
+    rows = [row for unit in reversed(kept) for row in unit.rows]
+    messages = [message_for(role, mode, text) for _, _, _, role, mode, text in rows]
     text = "\n\n".join(f"[{m['role']}] {m['content']}" for m in messages)
     section = Section(
         "history", "Recent story (active lineage)", "Level 3 accepted history", BRANCH_CONTEXT, text,
         protected=False,
         tokens=sum(unit.tokens for unit in kept),
         components=[{"type": "node", "id": pk, "depth": depth, "role": role, "tokens": count}
-                    for pk, depth, role, _, _, count in nodes],
+                    for depth, count, pk, role, _, _ in rows],
     )
     return section, messages
+
+
+def _dropped(path, kept):
+    """Return what of the path's history found no room, with its cost, from one aggregate query."""
+    oldest_kept = kept[-1].depths[0] if kept else path.head_depth + 1
+    if oldest_kept == 0:
+        return []
+    left_out = path.nodes().filter(depth__lt=oldest_kept).aggregate(
+        count=Count("id"), tokens=Sum("tokens"), low=Min("depth"), high=Max("depth")
+    )
+    if not left_out["count"]:
+        return []
+    return [{
+        "key": "history",
+        "what": f"{left_out['count']} older passage(s), depths {left_out['low']}–{left_out['high']}",
+        "tokens": left_out["tokens"] + left_out["count"] * budget.MESSAGE_OVERHEAD,
+        "reason": "no room left in the history allowance",
+    }]
 
 
 def _report(campaign, path, action, sections, protected, allowance, history, dropped, model, api, seed):
     prompt_tokens = protected + history.tokens
     reserve = budget.reply_reserve(campaign.max_output_tokens)
-    dropped_report = []
-    if dropped:
-        depths = [d for unit in dropped for d in unit.depths]
-        dropped_report.append({
-            "key": "history",
-            "what": f"{len(dropped)} older turn(s), depths {min(depths)}–{max(depths)}",
-            "tokens": sum(unit.tokens for unit in dropped),
-            "reason": "no room left in the history allowance",
-        })
     return {
         "version": REPORT_VERSION,
         "model": model,
@@ -151,6 +168,6 @@ def _report(campaign, path, action, sections, protected, allowance, history, dro
             "unused": campaign.context_token_budget - reserve - prompt_tokens,
         },
         "sections": [section.as_report() for section in sections],
-        "dropped": dropped_report,
+        "dropped": dropped,
         "usage": {"prompt_eval_count": None, "eval_count": None},
     }

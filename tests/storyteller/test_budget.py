@@ -30,20 +30,22 @@ def test_exactly_filling_the_window_is_allowed_and_one_more_token_is_not():
 
 def test_whole_turns_are_kept_newest_first_and_selection_stops_at_the_first_misfit():
     units = [Unit((5, 6), 50), Unit((3, 4), 200), Unit((1, 2), 10), Unit((0,), 5)]
-    kept, dropped = budget.select_history(units, 100)
-    assert kept == [units[0]]
+    remaining = iter(units)
+    kept = budget.select_history(remaining, 100)
     # The small older turn is not used to fill the gap: history stays one unbroken stretch.
-    assert dropped == units[1:]
+    assert kept == [units[0]]
+    # Nothing older than the first misfit is even read.
+    assert list(remaining) == units[2:]
 
 
 def test_everything_fits_when_the_allowance_is_large():
     units = [Unit((1, 2), 10), Unit((0,), 5)]
-    assert budget.select_history(units, 15) == (units, [])
+    assert budget.select_history(units, 15) == units
 
 
 def test_rows_group_into_turns_of_action_and_reply_with_the_opening_alone():
     rows = [(4, 10), (3, 5), (2, 7), (1, 3), (0, 20)]
-    units = budget.group_turns(rows)
+    units = list(budget.group_turns(rows))
     overhead = budget.MESSAGE_OVERHEAD
     assert [u.depths for u in units] == [(3, 4), (1, 2), (0,)]
     assert units[0].tokens == 15 + 2 * overhead

@@ -106,3 +106,13 @@ def test_abandoned_text_never_reaches_a_later_prompt(campaign):
 def test_continue_mode_needs_no_text(campaign):
     ctx = build(campaign, Action(mode="continue"))
     assert ctx.messages[-1]["content"] == "The player asks you to continue the story."
+
+
+def test_what_is_dropped_is_reported_with_its_exact_cost(campaign):
+    for turn in range(30):
+        act(campaign, f"walk further {turn}", "You walk on through the long wet grass. " * 20)
+    ctx = build(campaign)
+    history = next(s for s in ctx.report["sections"] if s["key"] == "history")
+    every_node = sum(n.tokens + budget.MESSAGE_OVERHEAD for n in lineage.path_of(campaign).nodes())
+    assert history["tokens"] + ctx.report["dropped"][0]["tokens"] == every_node
+    assert ctx.report["dropped"][0]["what"].startswith(f"{61 - len(history['components'])} older passage(s), depths 0")

@@ -1,0 +1,214 @@
+"""Benchmarks for one turn's costs on generated campaigns: context build, commit and relay.
+
+Runs against a throwaway SQLite database in a temporary folder (same settings,
+WAL and IMMEDIATE transactions included), never against the person's stories.
+The relay figure is measured through the real play websocket consumer and the
+fake Ollama server from the test suite, from the moment the server writes a
+chunk to the moment the websocket frame carrying it arrives.
+"""
+
+import asyncio
+import json
+import shutil
+import statistics
+import tempfile
+import time
+from pathlib import Path
+
+from django.conf import settings
+from django.core.management import call_command
+from django.core.management.base import BaseCommand
+from django.db import connections
+
+REPLIES = [
+    "The rain thickens as you cross the square; somewhere a shutter bangs against stone, and the smell of "
+    "wet ash drifts from the chandler's yard. A woman in a grey shawl watches you from a doorway, then "
+    "slips inside before you can call to her.",
+    "Mara's cottage is colder than it should be. Her lamp-oil ledger lies open on the table, the last entry "
+    "three nights old, written in a hand that wanders off the line as if she had been interrupted.",
+    "The fisherman spits into the harbour. \"The lantern's not gone dark by itself,\" he says. \"Someone "
+    "climbed the headland that night. I saw the light of them, going up, and none coming down.\"",
+    "Wind claws at the headland path. Halfway up, you find a brass button pressed into the mud, stamped with "
+    "an anchor and a crown, the kind the harbour master's men wear on their coats.",
+]
+ACTIONS = ["ask about the lantern", "search the cottage", "climb the headland path", "knock at the door"]
+
+
+class Command(BaseCommand):
+    help = "Measure context build, commit and relay on generated campaigns; print a table and write JSON."
+
+    def add_arguments(self, parser):
+        parser.add_argument("--sizes", default="200,2000", help="Comma-separated story lengths in turns.")
+        parser.add_argument("--repeat", type=int, default=50, help="Samples per measurement.")
+        parser.add_argument("--json", dest="json_path", default="bench-results.json", help="Where to write the results.")
+
+    def handle(self, *args, sizes, repeat, json_path, **options):
+        folder = Path(tempfile.mkdtemp(prefix="storyteller-bench-"))
+        try:
+            _use_database(folder / "bench.sqlite3")
+            call_command("migrate", verbosity=0)
+            results = []
+            for turns in [int(size) for size in sizes.split(",")]:
+                campaign = _generate(turns)
+                results.append(_measure_build(campaign, turns, repeat))
+                results.append(_measure_commit(campaign, turns, repeat))
+                results.append(_measure_relay(campaign, turns))
+        finally:
+            connections["default"].close()
+            shutil.rmtree(folder, ignore_errors=True)
+        self._print(results)
+        Path(json_path).write_text(json.dumps({"results": results}, indent=2))
+        self.stdout.write(f"\nWrote {json_path}")
+
+    def _print(self, results):
+        self.stdout.write(f"{'measurement':<16}{'turns':>7}{'samples':>9}{'median ms':>11}{'p95 ms':>9}  target")
+        for row in results:
+            self.stdout.write(
+                f"{row['name']:<16}{row['turns']:>7}{row['samples']:>9}{row['median_ms']:>11.2f}"
+                f"{row['p95_ms']:>9.2f}  {row['target']}"
+            )
+
+
+def _use_database(path):
+    connections["default"].close()
+    connections.databases["default"]["NAME"] = path
+
+
+def _row(name, turns, samples, target):
+    ordered = sorted(samples)
+    return {
+        "name": name,
+        "turns": turns,
+        "samples": len(samples),
+        "median_ms": round(statistics.median(ordered) * 1000, 3),
+        "p95_ms": round(ordered[min(len(ordered) - 1, int(len(ordered) * 0.95))] * 1000, 3),
+        "target": target,
+    }
+
+
+def _generate(turns):
+    """Create a campaign of ``turns`` turns with an abandoned side branch every 100 turns."""
+    from django.contrib.auth import get_user_model
+
+    from campaigns import story
+    from campaigns.models import Branch, Campaign, CanonRule, Node
+    from storyteller.context import node_tokens
+
+    user, _ = get_user_model().objects.get_or_create(username="bench")
+    campaign = Campaign.objects.create(
+        owner=user, title=f"Bench {turns}", protagonist="Edrin", opening=REPLIES[0],
+        context_token_budget=8192, max_output_tokens=400,
+    )
+    for text in ["The story takes place in 1892.", "Magic cannot raise the dead.", "Mara is Edrin's aunt."]:
+        CanonRule.objects.create(campaign=campaign, text=text)
+    story.start_campaign(campaign)
+    main = campaign.head_branch
+    reply_tokens = [node_tokens("narrator", "", text) for text in REPLIES]
+    action_tokens = [node_tokens("player", "do", text) for text in ACTIONS]
+    nodes = []
+    for turn in range(1, turns + 1):
+        nodes.append(Node(campaign=campaign, branch=main, depth=2 * turn - 1, role="player", mode="do",
+                          text=ACTIONS[turn % 4], tokens=action_tokens[turn % 4]))
+        nodes.append(Node(campaign=campaign, branch=main, depth=2 * turn, role="narrator",
+                          text=f"{REPLIES[turn % 4]} ({turn})", tokens=reply_tokens[turn % 4] + 4))
+        if turn % 100 == 0:
+            side = Branch.objects.create(campaign=campaign, parent=main, fork_depth=2 * turn - 2)
+            for depth in range(2 * turn - 1, 2 * turn + 5):
+                role = "player" if depth % 2 else "narrator"
+                nodes.append(Node(campaign=campaign, branch=side, depth=depth, role=role, mode="do" if depth % 2 else "",
+                                  text=f"abandoned {depth}", tokens=4))
+    Node.objects.bulk_create(nodes, batch_size=2000)
+    campaign.head_depth = 2 * turns
+    campaign.save(update_fields=["head_depth"])
+    return campaign
+
+
+def _measure_build(campaign, turns, repeat):
+    from campaigns import lineage
+    from storyteller import context
+
+    samples = []
+    for index in range(repeat + 3):
+        campaign.refresh_from_db()
+        started = time.perf_counter()
+        context.build(campaign, lineage.path_of(campaign), context.Action(mode="do", text=f"look around {index}"))
+        if index >= 3:  # the first builds warm the tokenizer and SQLite's page cache
+            samples.append(time.perf_counter() - started)
+    return _row("context build", turns, samples, "median < 30 ms at 2,000 turns")
+
+
+def _measure_commit(campaign, turns, repeat):
+    from campaigns import story
+    from campaigns.models import Campaign
+
+    samples = []
+    for index in range(repeat):
+        campaign = Campaign.objects.get(pk=campaign.pk)
+        action = story.PlayerAction(mode="do", text=f"step {index}", tokens=5)
+        reply = story.Reply(text=REPLIES[index % 4], tokens=60, report={"bench": True}, model="bench", api="bench")
+        started = time.perf_counter()
+        story.commit_turn(campaign.pk, (campaign.head_branch_id, campaign.head_depth), action, reply)
+        samples.append(time.perf_counter() - started)
+    return _row("commit", turns, samples, "median < 10 ms")
+
+
+def _measure_relay(campaign, turns):
+    from asgiref.sync import async_to_sync
+
+    from tests.fake_ollama import FakeModelServer
+
+    with FakeModelServer() as server:
+        overrides = {
+            "STORYTELLER_LLM_URL": server.url,
+            "STORYTELLER_LLM_URL_CONFIGURED": True,
+            "STORYTELLER_LLM_API": "ollama",
+        }
+        saved = {name: getattr(settings, name) for name in overrides}
+        for name, value in overrides.items():
+            setattr(settings, name, value)
+        try:
+            samples = async_to_sync(_relay_samples)(campaign, server)
+        finally:
+            for name, value in saved.items():
+                setattr(settings, name, value)
+    return _row("relay", turns, samples, "median < 5 ms")
+
+
+async def _relay_samples(campaign, server, replies=5):
+    from channels.db import database_sync_to_async
+    from channels.testing import WebsocketCommunicator
+    from django.contrib.auth import get_user_model
+    from django.test import Client
+
+    from storyteller.asgi import application
+
+    @database_sync_to_async
+    def cookie():
+        client = Client()
+        client.force_login(get_user_model().objects.get(username="bench"))
+        return f"sessionid={client.cookies['sessionid'].value}".encode()
+
+    headers = [(b"host", b"127.0.0.1:8000"), (b"origin", b"http://127.0.0.1:8000"), (b"cookie", await cookie())]
+    communicator = WebsocketCommunicator(application, f"/ws/play/{campaign.pk}/", headers=headers)
+    await communicator.connect()
+    server.chunk_delay(0.005)  # paced like a fast model: 200 tokens a second
+    samples = []
+    for index in range(replies):
+        words = [f" word{index}_{n}" for n in range(40)]
+        server.script(words)
+        server.chunks.clear()
+        arrivals = {}
+        await communicator.send_json_to({"mode": "do", "text": f"relay {index}"})
+        while True:
+            frame = await communicator.receive_from(timeout=30)
+            now = time.perf_counter()
+            if 'id="play-body"' in frame:
+                break
+            for word in words:
+                if f">{word}<" in frame:
+                    arrivals[word] = now
+        written = {chunk.text: chunk.at for chunk in server.chunks}
+        samples += [arrivals[word] - written[word] for word in words if word in arrivals and word in written]
+    await communicator.disconnect()
+    await asyncio.sleep(0)
+    return samples
