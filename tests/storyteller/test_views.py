@@ -136,6 +136,7 @@ def test_canon_rules_are_edited_on_the_campaign_page(client_of, campaign):
     ]
 
 
+@pytest.mark.django_db(transaction=True)
 def test_the_inspector_shows_every_section_in_prompt_order_with_totals(client_of, campaign, narrator_server):
     from asgiref.sync import async_to_sync
 
