@@ -208,7 +208,13 @@ def inspector(request, pk, node_pk):
 @require_GET
 def model_settings(request):
     status = llm.server_status()
-    campaigns = Campaign.objects.filter(owner=request.user)
+    campaigns = list(Campaign.objects.filter(owner=request.user))
+    described = {}
+    for campaign in campaigns:
+        name = campaign.narrator_model or None
+        if name not in described:
+            described[name] = llm.describe_model(name)
+        campaign.model_info = described[name]
     return render(request, "storyteller/model_settings.html", {
         "status": status,
         "campaigns": campaigns,

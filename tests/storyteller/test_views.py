@@ -179,3 +179,16 @@ def test_choosing_a_model_warns_when_the_budget_exceeds_its_context(client_of, c
                               **HTMX).content.decode()
     assert "2048 tokens of context" in fragment and "exceeds what this model can read" in fragment
     assert Campaign.objects.get(pk=campaign.pk).narrator_model == "qwen2.5:3b-instruct"
+
+
+def test_the_model_settings_page_warns_about_a_budget_beyond_the_models_context(
+    client_of, campaign, narrator_server
+):
+    narrator_server.context_length = 2048
+    page = client_of.get(reverse("model_settings")).content.decode()
+    assert "2048 tokens of context" in page and "exceeds what this model can read" in page
+
+
+def test_model_settings_refuses_anonymous_and_wrong_methods(client, client_of):
+    assert client_of.post(reverse("model_settings")).status_code == 405
+    assert client_of.get(reverse("test_connection")).status_code == 405
