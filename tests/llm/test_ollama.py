@@ -12,19 +12,7 @@ from storyteller.llm import (
     StreamInterrupted,
 )
 from storyteller.llm.scripted import vector_for
-
-MESSAGES = [{"role": "system", "content": "You narrate."}, {"role": "user", "content": "I open the door."}]
-
-
-async def collect(stream):
-    return [chunk async for chunk in stream]
-
-
-async def wait_for(condition, seconds=2.0):
-    deadline = time.monotonic() + seconds
-    while not condition():
-        assert time.monotonic() < deadline, "condition not met in time"
-        await asyncio.sleep(0.01)
+from tests.llm.streams import MESSAGES, collect, wait_for
 
 
 async def test_stream_yields_tokens_in_order_then_one_final_chunk_with_usage(fake_ollama):

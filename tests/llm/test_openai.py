@@ -1,6 +1,3 @@
-import asyncio
-import time
-
 import pytest
 
 from storyteller.llm import (
@@ -12,19 +9,7 @@ from storyteller.llm import (
     StreamInterrupted,
 )
 from storyteller.llm.scripted import vector_for
-
-MESSAGES = [{"role": "system", "content": "You narrate."}, {"role": "user", "content": "I open the door."}]
-
-
-async def collect(stream):
-    return [chunk async for chunk in stream]
-
-
-async def wait_for(condition, seconds=2.0):
-    deadline = time.monotonic() + seconds
-    while not condition():
-        assert time.monotonic() < deadline, "condition not met in time"
-        await asyncio.sleep(0.01)
+from tests.llm.streams import MESSAGES, collect, wait_for
 
 
 async def test_sse_stream_skips_the_null_first_delta_and_ends_at_done(fake_ollama):
