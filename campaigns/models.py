@@ -116,6 +116,9 @@ class Node(models.Model):
     direction = models.TextField(blank=True, help_text="One-turn out-of-character direction (seed 000 §48).")
     # Counted once at commit so a context build never re-tokenises history.
     tokens = models.PositiveIntegerField(default=0)
+    # The sum of ``tokens`` from the opening through this node along its own
+    # line: what a context leaves out is priced from one row, not by reading it.
+    tokens_through = models.PositiveIntegerField(default=0)
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:

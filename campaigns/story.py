@@ -55,13 +55,15 @@ def start_campaign(campaign):
     """Give a newly created campaign its root branch and opening node."""
     with transaction.atomic():
         root = Branch.objects.create(campaign=campaign, parent=None, fork_depth=-1)
+        count = tokens.count(campaign.opening)
         Node.objects.create(
             campaign=campaign,
             branch=root,
             depth=0,
             role=Node.Role.OPENING,
             text=campaign.opening,
-            tokens=tokens.count(campaign.opening),
+            tokens=count,
+            tokens_through=count,
         )
         campaign.head_branch = root
         campaign.head_depth = 0
@@ -80,6 +82,7 @@ def commit_turn(campaign_id, expected_head, action, reply):
         campaign = Campaign.objects.select_related("head_branch").get(pk=campaign_id)
         _refuse_if_moved(campaign, expected_head)
         depth = campaign.head_depth
+        through = _tokens_through(campaign, depth)
         branch = campaign.head_branch
         if lineage.tip_depth(branch) > depth:
             branch = Branch.objects.create(campaign=campaign, parent=branch, fork_depth=depth)
@@ -92,8 +95,9 @@ def commit_turn(campaign_id, expected_head, action, reply):
             text=action.text,
             direction=action.direction,
             tokens=action.tokens,
+            tokens_through=through + action.tokens,
         )
-        node = _write_reply(campaign, branch, depth + 2, reply)
+        node = _write_reply(campaign, branch, depth + 2, reply, through + action.tokens)
     return node
 
 
@@ -105,8 +109,9 @@ def commit_retry(campaign_id, expected_head, reply):
         if campaign.head_depth < 2:
             raise NothingToRetry("There is no reply to retry yet.")
         depth = campaign.head_depth
+        through = _tokens_through(campaign, depth - 1)
         branch = Branch.objects.create(campaign=campaign, parent=campaign.head_branch, fork_depth=depth - 1)
-        node = _write_reply(campaign, branch, depth, reply)
+        node = _write_reply(campaign, branch, depth, reply, through)
     return node
 
 
@@ -115,7 +120,12 @@ def _refuse_if_moved(campaign, expected_head):
         raise StoryMovedOn()
 
 
-def _write_reply(campaign, branch, depth, reply):
+def _tokens_through(campaign, depth):
+    """Return the running token total of the active line at ``depth``."""
+    return lineage.path_of(campaign).nodes().values_list("tokens_through", flat=True).get(depth=depth)
+
+
+def _write_reply(campaign, branch, depth, reply, parent_through):
     node = Node.objects.create(
         campaign=campaign,
         branch=branch,
@@ -123,6 +133,7 @@ def _write_reply(campaign, branch, depth, reply):
         role=Node.Role.NARRATOR,
         text=reply.text,
         tokens=reply.tokens,
+        tokens_through=parent_through + reply.tokens,
     )
     ContextSnapshot.objects.create(
         node=node,

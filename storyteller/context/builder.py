@@ -14,8 +14,6 @@ with its cost.
 
 from dataclasses import dataclass
 
-from django.db.models import Count, Max, Min, Sum
-
 from campaigns.models import CanonRule
 
 from .. import tokens
@@ -125,19 +123,16 @@ def _history_section(kept):
 
 
 def _dropped(path, kept):
-    """Return what of the path's history found no room, with its cost, from one aggregate query."""
+    """Return what of the path's history found no room, with its exact cost, from one row."""
     oldest_kept = kept[-1].depths[0] if kept else path.head_depth + 1
     if oldest_kept == 0:
         return []
-    left_out = path.nodes().filter(depth__lt=oldest_kept).aggregate(
-        count=Count("id"), tokens=Sum("tokens"), low=Min("depth"), high=Max("depth")
-    )
-    if not left_out["count"]:
-        return []
+    # One node per depth along a path: depths 0 .. oldest_kept - 1 were left out.
+    through = path.nodes().values_list("tokens_through", flat=True).get(depth=oldest_kept - 1)
     return [{
         "key": "history",
-        "what": f"{left_out['count']} older passage(s), depths {left_out['low']}–{left_out['high']}",
-        "tokens": left_out["tokens"] + left_out["count"] * budget.MESSAGE_OVERHEAD,
+        "what": f"{oldest_kept} older passage(s), depths 0–{oldest_kept - 1}",
+        "tokens": through + oldest_kept * budget.MESSAGE_OVERHEAD,
         "reason": "no room left in the history allowance",
     }]
 

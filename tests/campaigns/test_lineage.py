@@ -150,3 +150,12 @@ def test_undo_below_a_fork_then_acting_branches_from_the_head_branch_lineage(pla
     story.undo(played)  # now at the opening, on the second branch
     act(played, "turn back to the ferry", "The ferry has gone.")
     assert texts(played) == [played.opening, "turn back to the ferry", "The ferry has gone."]
+
+
+def test_every_node_carries_the_running_token_total_of_its_own_line(played):
+    story.undo(played)
+    act(played, "climb the bell tower", "The bells hang silent.")
+    retry(played, "The bells are gone.")
+    for node in Node.objects.all():
+        line = lineage.path_at(played.pk, node.branch_id, node.depth).nodes()
+        assert node.tokens_through == sum(n.tokens for n in line), node

@@ -106,17 +106,23 @@ def _generate(turns):
     reply_tokens = [node_tokens("narrator", "", text) for text in REPLIES]
     action_tokens = [node_tokens("player", "do", text) for text in ACTIONS]
     nodes = []
+    through = Node.objects.get(campaign=campaign).tokens_through
     for turn in range(1, turns + 1):
-        nodes.append(Node(campaign=campaign, branch=main, depth=2 * turn - 1, role="player", mode="do",
-                          text=ACTIONS[turn % 4], tokens=action_tokens[turn % 4]))
-        nodes.append(Node(campaign=campaign, branch=main, depth=2 * turn, role="narrator",
-                          text=f"{REPLIES[turn % 4]} ({turn})", tokens=reply_tokens[turn % 4] + 4))
         if turn % 100 == 0:
             side = Branch.objects.create(campaign=campaign, parent=main, fork_depth=2 * turn - 2)
+            side_through = through
             for depth in range(2 * turn - 1, 2 * turn + 5):
-                role = "player" if depth % 2 else "narrator"
-                nodes.append(Node(campaign=campaign, branch=side, depth=depth, role=role, mode="do" if depth % 2 else "",
-                                  text=f"abandoned {depth}", tokens=4))
+                side_through += 4
+                nodes.append(Node(campaign=campaign, branch=side, depth=depth, role="player" if depth % 2 else "narrator",
+                                  mode="do" if depth % 2 else "", text=f"abandoned {depth}", tokens=4,
+                                  tokens_through=side_through))
+        through += action_tokens[turn % 4]
+        nodes.append(Node(campaign=campaign, branch=main, depth=2 * turn - 1, role="player", mode="do",
+                          text=ACTIONS[turn % 4], tokens=action_tokens[turn % 4], tokens_through=through))
+        through += reply_tokens[turn % 4] + 4
+        nodes.append(Node(campaign=campaign, branch=main, depth=2 * turn, role="narrator",
+                          text=f"{REPLIES[turn % 4]} ({turn})", tokens=reply_tokens[turn % 4] + 4,
+                          tokens_through=through))
     Node.objects.bulk_create(nodes, batch_size=2000)
     campaign.head_depth = 2 * turns
     campaign.save(update_fields=["head_depth"])
