@@ -89,8 +89,13 @@ def path_at(campaign_id, branch_id, depth):
 
 def tip_depth(branch):
     """Return the deepest depth reachable by following ``branch`` forward (what redo may reach)."""
-    deepest = Node.objects.filter(branch=branch).aggregate(deepest=Max("depth"))["deepest"]
+    deepest = tip_depth_of(branch.pk)
     return deepest if deepest is not None else branch.fork_depth
+
+
+def tip_depth_of(branch_id):
+    """Return the deepest node depth on ``branch_id`` itself, or None when it has none."""
+    return Node.objects.filter(branch_id=branch_id).aggregate(deepest=Max("depth"))["deepest"]
 
 
 def can_redo(campaign):

@@ -9,6 +9,7 @@ redo, save-point restore, branch switch — touch only the campaign's head.
 from dataclasses import dataclass
 
 from django.db import transaction
+from django.utils import timezone
 
 from storyteller import tokens
 
@@ -78,17 +79,15 @@ def commit_turn(campaign_id, expected_head, action, reply):
     branch at the head, so the undone future stays reachable through redo's
     old branch and the branches view.
     """
+    branch_id, depth = expected_head
     with transaction.atomic():
-        campaign = Campaign.objects.select_related("head_branch").get(pk=campaign_id)
-        _refuse_if_moved(campaign, expected_head)
-        depth = campaign.head_depth
-        through = _tokens_through(campaign, depth)
-        branch = campaign.head_branch
-        if lineage.tip_depth(branch) > depth:
-            branch = Branch.objects.create(campaign=campaign, parent=branch, fork_depth=depth)
+        through = _tokens_through(campaign_id, branch_id, depth)
+        deepest = lineage.tip_depth_of(branch_id)
+        if deepest is not None and deepest > depth:
+            branch_id = Branch.objects.create(campaign_id=campaign_id, parent_id=branch_id, fork_depth=depth).pk
         Node.objects.create(
-            campaign=campaign,
-            branch=branch,
+            campaign_id=campaign_id,
+            branch_id=branch_id,
             depth=depth + 1,
             role=Node.Role.PLAYER,
             mode=action.mode,
@@ -97,38 +96,34 @@ def commit_turn(campaign_id, expected_head, action, reply):
             tokens=action.tokens,
             tokens_through=through + action.tokens,
         )
-        node = _write_reply(campaign, branch, depth + 2, reply, through + action.tokens)
+        node = _write_reply(campaign_id, branch_id, depth + 2, reply, through + action.tokens)
+        _advance_head(campaign_id, expected_head, branch_id, depth + 2)
     return node
 
 
 def commit_retry(campaign_id, expected_head, reply):
     """Write a new sibling of the head's reply on a new branch; the old reply stays reachable."""
+    head_branch_id, depth = expected_head
+    if depth < 2:
+        raise NothingToRetry("There is no reply to retry yet.")
     with transaction.atomic():
-        campaign = Campaign.objects.select_related("head_branch").get(pk=campaign_id)
-        _refuse_if_moved(campaign, expected_head)
-        if campaign.head_depth < 2:
-            raise NothingToRetry("There is no reply to retry yet.")
-        depth = campaign.head_depth
-        through = _tokens_through(campaign, depth - 1)
-        branch = Branch.objects.create(campaign=campaign, parent=campaign.head_branch, fork_depth=depth - 1)
-        node = _write_reply(campaign, branch, depth, reply, through)
+        through = _tokens_through(campaign_id, head_branch_id, depth - 1)
+        branch_id = Branch.objects.create(campaign_id=campaign_id, parent_id=head_branch_id, fork_depth=depth - 1).pk
+        node = _write_reply(campaign_id, branch_id, depth, reply, through)
+        _advance_head(campaign_id, expected_head, branch_id, depth)
     return node
 
 
-def _refuse_if_moved(campaign, expected_head):
-    if (campaign.head_branch_id, campaign.head_depth) != tuple(expected_head):
-        raise StoryMovedOn()
+def _tokens_through(campaign_id, head_branch_id, depth):
+    """Return the running token total, at ``depth``, of the line ending at the head."""
+    path = lineage.path_at(campaign_id, head_branch_id, depth)
+    return path.nodes().values_list("tokens_through", flat=True).get(depth=depth)
 
 
-def _tokens_through(campaign, depth):
-    """Return the running token total of the active line at ``depth``."""
-    return lineage.path_of(campaign).nodes().values_list("tokens_through", flat=True).get(depth=depth)
-
-
-def _write_reply(campaign, branch, depth, reply, parent_through):
+def _write_reply(campaign_id, branch_id, depth, reply, parent_through):
     node = Node.objects.create(
-        campaign=campaign,
-        branch=branch,
+        campaign_id=campaign_id,
+        branch_id=branch_id,
         depth=depth,
         role=Node.Role.NARRATOR,
         text=reply.text,
@@ -145,8 +140,21 @@ def _write_reply(campaign, branch, depth, reply, parent_through):
         done_reason=reply.done_reason or "",
         duration_ms=reply.duration_ms,
     )
-    _move_head(campaign, branch, depth)
     return node
+
+
+def _advance_head(campaign_id, expected_head, branch_id, depth):
+    """Move the head from ``expected_head``, or raise StoryMovedOn (rolling the turn back) if it is elsewhere.
+
+    The check is the UPDATE's own condition; the IMMEDIATE transaction holds
+    the write lock from its first statement, so nothing can move the head
+    between the turn's reads and this write.
+    """
+    moved = Campaign.objects.filter(
+        pk=campaign_id, head_branch_id=expected_head[0], head_depth=expected_head[1]
+    ).update(head_branch_id=branch_id, head_depth=depth, updated_at=timezone.now())
+    if not moved:
+        raise StoryMovedOn()
 
 
 def _move_head(campaign, branch, depth):
