@@ -17,7 +17,7 @@ from pathlib import Path
 
 from django.conf import settings
 from django.core.management import call_command
-from django.core.management.base import BaseCommand
+from django.core.management.base import BaseCommand, CommandError
 from django.db import connections
 
 REPLIES = [
@@ -35,24 +35,25 @@ ACTIONS = ["ask about the lantern", "search the cottage", "climb the headland pa
 
 
 class Command(BaseCommand):
-    help = "Measure context build, commit and relay on generated campaigns; print a table and write JSON."
+    help = "Run the benchmarks on generated data; print a table of medians and write JSON."
 
     def add_arguments(self, parser):
+        parser.add_argument("--only", default=",".join(BENCHMARKS), help="Comma-separated benchmark groups to run.")
         parser.add_argument("--sizes", default="200,2000", help="Comma-separated story lengths in turns.")
         parser.add_argument("--repeat", type=int, default=50, help="Samples per measurement.")
         parser.add_argument("--json", dest="json_path", default="bench-results.json", help="Where to write the results.")
 
-    def handle(self, *args, sizes, repeat, json_path, **options):
+    def handle(self, *args, only, sizes, repeat, json_path, **options):
+        unknown = set(only.split(",")) - set(BENCHMARKS)
+        if unknown:
+            raise CommandError(f"Unknown benchmark group(s) {sorted(unknown)}; choose from {sorted(BENCHMARKS)}.")
         folder = Path(tempfile.mkdtemp(prefix="storyteller-bench-"))
         try:
             _use_database(folder / "bench.sqlite3")
             call_command("migrate", verbosity=0)
             results = []
-            for turns in [int(size) for size in sizes.split(",")]:
-                campaign = _generate(turns)
-                results.append(_measure_build(campaign, turns, repeat))
-                results.append(_measure_commit(campaign, turns, repeat))
-                results.append(_measure_relay(campaign, turns))
+            for name in only.split(","):
+                results += BENCHMARKS[name]([int(size) for size in sizes.split(",")], repeat)
         finally:
             connections["default"].close()
             shutil.rmtree(folder, ignore_errors=True)
@@ -61,10 +62,10 @@ class Command(BaseCommand):
         self.stdout.write(f"\nWrote {json_path}")
 
     def _print(self, results):
-        self.stdout.write(f"{'measurement':<16}{'turns':>7}{'samples':>9}{'median ms':>11}{'p95 ms':>9}  target")
+        self.stdout.write(f"{'measurement':<22}{'size':>14}{'samples':>9}{'median ms':>11}{'p95 ms':>9}  target")
         for row in results:
             self.stdout.write(
-                f"{row['name']:<16}{row['turns']:>7}{row['samples']:>9}{row['median_ms']:>11.2f}"
+                f"{row['name']:<22}{row['size']:>14}{row['samples']:>9}{row['median_ms']:>11.2f}"
                 f"{row['p95_ms']:>9.2f}  {row['target']}"
             )
 
@@ -74,16 +75,28 @@ def _use_database(path):
     connections.databases["default"]["NAME"] = path
 
 
-def _row(name, turns, samples, target):
+def _row(name, size, samples, target):
+    """Return one result row; ``size`` says what was measured against (e.g. "2,000 turns")."""
     ordered = sorted(samples)
     return {
         "name": name,
-        "turns": turns,
+        "size": size,
         "samples": len(samples),
         "median_ms": round(statistics.median(ordered) * 1000, 3),
         "p95_ms": round(ordered[min(len(ordered) - 1, int(len(ordered) * 0.95))] * 1000, 3),
         "target": target,
     }
+
+
+def _bench_turn(sizes, repeat):
+    """Context build, commit and relay at the head of a generated story of each size."""
+    results = []
+    for turns in sizes:
+        campaign = _generate(turns)
+        results.append(_measure_build(campaign, turns, repeat))
+        results.append(_measure_commit(campaign, turns, repeat))
+        results.append(_measure_relay(campaign, turns))
+    return results
 
 
 def _generate(turns):
@@ -140,7 +153,7 @@ def _measure_build(campaign, turns, repeat):
         context.build(campaign, lineage.path_of(campaign), context.Action(mode="do", text=f"look around {index}"))
         if index >= 3:  # the first builds warm the tokenizer and SQLite's page cache
             samples.append(time.perf_counter() - started)
-    return _row("context build", turns, samples, "median < 30 ms at 2,000 turns")
+    return _row("context build", f"{turns:,} turns", samples, "median < 30 ms at 2,000 turns")
 
 
 def _measure_commit(campaign, turns, repeat):
@@ -155,7 +168,7 @@ def _measure_commit(campaign, turns, repeat):
         started = time.perf_counter()
         story.commit_turn(campaign.pk, (campaign.head_branch_id, campaign.head_depth), action, reply)
         samples.append(time.perf_counter() - started)
-    return _row("commit", turns, samples, "median < 10 ms")
+    return _row("commit", f"{turns:,} turns", samples, "median < 10 ms")
 
 
 def _measure_relay(campaign, turns):
@@ -177,7 +190,7 @@ def _measure_relay(campaign, turns):
         finally:
             for name, value in saved.items():
                 setattr(settings, name, value)
-    return _row("relay", turns, samples, "median < 5 ms")
+    return _row("relay", f"{turns:,} turns", samples, "median < 5 ms")
 
 
 async def _relay_samples(campaign, server, replies=5):
@@ -218,3 +231,10 @@ async def _relay_samples(campaign, server, replies=5):
     await communicator.disconnect()
     await asyncio.sleep(0)
     return samples
+
+
+# Benchmark groups by name, in the order they run; ``--only`` picks some.
+# Each takes (story sizes, repeat) and returns result rows.
+BENCHMARKS = {
+    "turn": _bench_turn,
+}
