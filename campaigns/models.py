@@ -59,7 +59,7 @@ class Campaign(models.Model):
 
     # The head: where the story currently stands. Every read of the story
     # starts from here through ``lineage.path_of``.
-    head_branch = models.ForeignKey("Branch", null=True, blank=True, on_delete=models.PROTECT, related_name="+")
+    head_branch = models.ForeignKey("Branch", null=True, blank=True, on_delete=models.RESTRICT, related_name="+")
     head_depth = models.PositiveIntegerField(default=0)
 
     created_at = models.DateTimeField(auto_now_add=True)
@@ -83,7 +83,7 @@ class Branch(models.Model):
     """A line of the story that leaves its parent's lineage after ``fork_depth``."""
 
     campaign = models.ForeignKey(Campaign, on_delete=models.CASCADE, related_name="branches")
-    parent = models.ForeignKey("self", null=True, blank=True, on_delete=models.PROTECT, related_name="children")
+    parent = models.ForeignKey("self", null=True, blank=True, on_delete=models.RESTRICT, related_name="children")
     fork_depth = models.IntegerField(default=-1, help_text="Depths up to this come from the parent's lineage.")
     created_at = models.DateTimeField(auto_now_add=True)
 
@@ -108,7 +108,9 @@ class Node(models.Model):
         CONTINUE = "continue", "Continue"
 
     campaign = models.ForeignKey(Campaign, on_delete=models.CASCADE, related_name="nodes")
-    branch = models.ForeignKey(Branch, on_delete=models.PROTECT, related_name="nodes")
+    # RESTRICT, not PROTECT: a branch never goes while its nodes stay, but a
+    # whole campaign can still be deleted with everything in it.
+    branch = models.ForeignKey(Branch, on_delete=models.RESTRICT, related_name="nodes")
     depth = models.PositiveIntegerField()
     role = models.CharField(max_length=10, choices=Role.choices)
     mode = models.CharField(max_length=10, choices=Mode.choices, blank=True)
@@ -151,7 +153,7 @@ class ContextSnapshot(models.Model):
 class SavePoint(models.Model):
     campaign = models.ForeignKey(Campaign, on_delete=models.CASCADE, related_name="save_points")
     name = models.CharField(max_length=100)
-    branch = models.ForeignKey(Branch, on_delete=models.PROTECT, related_name="+")
+    branch = models.ForeignKey(Branch, on_delete=models.RESTRICT, related_name="+")
     depth = models.PositiveIntegerField()
     created_at = models.DateTimeField(auto_now_add=True)
 

@@ -39,3 +39,15 @@ def test_canon_rules_are_editable_in_the_admin(admin_client, campaign):
     )
     assert response.status_code == 302
     assert CanonRule.objects.get(pk=rule.pk).text == "Magic can never resurrect the dead."
+
+
+def test_a_whole_campaign_can_be_deleted_but_not_a_branch_under_its_nodes(admin_client, campaign):
+    from django.db.models import RestrictedError
+
+    from campaigns.models import Branch, Campaign, Node
+
+    with pytest.raises(RestrictedError):
+        Branch.objects.get(pk=campaign.head_branch_id).delete()
+    response = admin_client.post(reverse("admin:campaigns_campaign_delete", args=[campaign.pk]), {"post": "yes"})
+    assert response.status_code == 302
+    assert not Campaign.objects.exists() and not Node.objects.exists()
