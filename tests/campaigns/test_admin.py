@@ -48,6 +48,9 @@ def test_a_whole_campaign_can_be_deleted_but_not_a_branch_under_its_nodes(admin_
 
     with pytest.raises(RestrictedError):
         Branch.objects.get(pk=campaign.head_branch_id).delete()
+    # The admin never deletes story (its nodes are read-only there)...
     response = admin_client.post(reverse("admin:campaigns_campaign_delete", args=[campaign.pk]), {"post": "yes"})
-    assert response.status_code == 302
-    assert not Campaign.objects.exists() and not Node.objects.exists()
+    assert response.status_code == 403 and Node.objects.exists()
+    # ...but the campaign as a whole can go, with everything in it.
+    Campaign.objects.get(pk=campaign.pk).delete()
+    assert not Campaign.objects.exists() and not Node.objects.exists() and not Branch.objects.exists()
