@@ -1,0 +1,191 @@
+"""The one write path for imported knowledge: import a file, re-cut a source, (re)build its vectors.
+
+``import_source`` validates, normalises, hashes and cuts a file, then writes
+the source, its passages and their FTS5 rows in one transaction: a failure
+leaves nothing behind, and the person's file is only ever read. Vectors come
+afterwards (``embed_source``), outside any transaction, because they need the
+model server and are a rebuildable cache: when they fail, lexical retrieval
+carries the source and the failure is recorded on it (seed 003 §58).
+"""
+
+import hashlib
+import unicodedata
+from pathlib import PurePath
+
+import numpy as np
+from asgiref.sync import async_to_sync
+from django.conf import settings
+from django.db import transaction
+from django.utils import timezone
+
+from storyteller import llm
+
+from . import chunking
+from .models import Passage, Source
+
+MAX_BYTES = 1024 * 1024  # seed 003 §76: sources are capped at 1 MiB
+EXTENSIONS = {".md": True, ".markdown": True, ".txt": False}  # suffix -> parsed as Markdown
+
+# Passages per /api/embed request: large enough that a 1 MiB source needs a
+# few dozen requests, small enough that one request never nears a timeout.
+EMBED_BATCH = 64
+
+
+class ImportRefused(Exception):
+    """The file was not imported; the message says why and what to do. Nothing was stored."""
+
+
+class DuplicateSource(ImportRefused):
+    def __init__(self, filename, existing):
+        self.existing = existing
+        super().__init__(
+            f"{filename} has the same content as “{existing.title}”, already imported on "
+            f"{existing.imported_at:%Y-%m-%d}. Nothing was imported; import it again as a separate copy if you "
+            "really want two."
+        )
+
+
+def import_source(campaign, filename, data, classification, *, hidden=False, always_include=False, notes="",
+                  allow_duplicate=False):
+    """Import the bytes of file ``filename`` into ``campaign`` and return the new Source.
+
+    Raise ImportRefused (with nothing stored) for a file that is not .md or
+    .txt, larger than 1 MiB, not UTF-8, or already imported into this campaign
+    (unless ``allow_duplicate``).
+    """
+    name = PurePath(filename).name
+    suffix = PurePath(name).suffix.lower()
+    if suffix not in EXTENSIONS:
+        raise ImportRefused(f"{name} is not a .md or .txt file; only Markdown and plain text can be imported.")
+    if classification not in Source.Classification.values:
+        raise ImportRefused(f"Choose Canon, Reference or Inspiration for {name}.")
+    if len(data) > MAX_BYTES:
+        raise ImportRefused(
+            f"{name} is {len(data):,} bytes; a source may be at most {MAX_BYTES:,} bytes (1 MiB). "
+            "Split it into smaller files and import those."
+        )
+    text = _decode(name, data)
+    content_hash = hashlib.sha256(text.encode()).hexdigest()
+    chunks = chunking.chunk(text, markdown=EXTENSIONS[suffix])
+    with transaction.atomic():
+        existing = Source.objects.filter(campaign=campaign, content_hash=content_hash).first()
+        if existing and not allow_duplicate:
+            raise DuplicateSource(name, existing)
+        source = Source.objects.create(
+            campaign=campaign,
+            title=_title(name, text, suffix),
+            filename=name,
+            classification=classification,
+            hidden=hidden,
+            always_include=always_include and classification == Source.Classification.CANON,
+            notes=notes,
+            text=text,
+            content_hash=content_hash,
+            size_bytes=len(data),
+            parser_version=chunking.PARSER_VERSION,
+            chunking_version=chunking.CHUNKING_VERSION,
+            lexical_state=Source.IndexState.READY,
+        )
+        _write_passages(source, chunks)
+    return source
+
+
+def recut_source(source):
+    """Re-cut ``source`` from its stored text with the current chunking; its vectors must be rebuilt after."""
+    chunks = chunking.chunk(source.text, markdown=EXTENSIONS.get(PurePath(source.filename).suffix.lower(), True))
+    with transaction.atomic():
+        source.passages.all().delete()
+        _write_passages(source, chunks)
+        source.parser_version = chunking.PARSER_VERSION
+        source.chunking_version = chunking.CHUNKING_VERSION
+        source.lexical_state = Source.IndexState.READY
+        source.semantic_state = Source.IndexState.PENDING
+        source.semantic_detail = ""
+        source.save()
+
+
+def embed_source(source, embedder=None):
+    """Embed every passage of ``source`` and record the outcome on it; return the semantic state.
+
+    Never raises for a model failure: the source stays usable lexically and
+    ``semantic_detail`` says what went wrong.
+    """
+    embedder = embedder or llm.embedder_for(embedding_model(source.campaign))
+    passages = list(source.passages.order_by("index").only("id", "text", "heading_path"))
+    try:
+        vectors = []
+        for start in range(0, len(passages), EMBED_BATCH):
+            batch = passages[start:start + EMBED_BATCH]
+            vectors += async_to_sync(embedder.embed)([document_text(embedder.model, p) for p in batch])
+    except llm.EmbeddingUnavailable as error:
+        return _record_semantic(source, Source.IndexState.UNAVAILABLE,
+                                f"No embedding model: {error} Retrieval uses the full-text index only.")
+    except llm.NarratorError as error:
+        return _record_semantic(source, Source.IndexState.FAILED,
+                                f"Embedding with {embedder.model} failed: {error} Retrieval uses the full-text "
+                                "index only until the index is rebuilt.")
+    now = timezone.now()
+    for passage, vector in zip(passages, vectors):
+        array = np.asarray(vector, dtype=np.float32)
+        passage.embedding = array.tobytes()
+        passage.embedding_model = embedder.model
+        passage.embedding_dims = array.shape[0]
+        passage.embedded_at = now
+    with transaction.atomic():
+        Passage.objects.bulk_update(passages, ["embedding", "embedding_model", "embedding_dims", "embedded_at"],
+                                    batch_size=500)
+        _record_semantic(source, Source.IndexState.READY, "")
+    return Source.IndexState.READY
+
+
+def embedding_model(campaign):
+    """Return the name of the model that embeds ``campaign``'s knowledge."""
+    return campaign.embed_model or getattr(settings, "STORYTELLER_EMBED_MODEL", "nomic-embed-text")
+
+
+def document_text(model, passage):
+    """Return what is embedded for ``passage``: nomic-embed-text wants its task prefix."""
+    body = f"{passage.heading_path}\n{passage.text}" if passage.heading_path else passage.text
+    return f"{prefixes(model)[0]}{body}"
+
+
+def prefixes(model):
+    """Return (document prefix, query prefix) for embedding ``model``."""
+    if model.split(":")[0].endswith("nomic-embed-text"):
+        return "search_document: ", "search_query: "
+    return "", ""
+
+
+def _record_semantic(source, state, detail):
+    Source.objects.filter(pk=source.pk).update(semantic_state=state, semantic_detail=detail, updated_at=timezone.now())
+    source.semantic_state, source.semantic_detail = state, detail
+    return state
+
+
+def _write_passages(source, chunks):
+    Passage.objects.bulk_create(
+        [Passage(source=source, campaign_id=source.campaign_id, index=c.index, heading_path=c.heading_path,
+                 text=c.text, tokens=c.tokens, content_hash=c.content_hash) for c in chunks],
+        batch_size=500,
+    )
+
+
+def _decode(name, data):
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as error:
+        raise ImportRefused(
+            f"{name} is not valid UTF-8: the byte at offset {error.start:,} (0x{data[error.start]:02x}) cannot be "
+            "decoded. Save the file as UTF-8 in your editor and import it again. Nothing was imported."
+        ) from error
+    text = text.removeprefix("\ufeff").replace("\r\n", "\n").replace("\r", "\n")
+    # One spelling of every character, so the same words hash and match alike (seed 003 §61).
+    return unicodedata.normalize("NFC", text)
+
+
+def _title(name, text, suffix):
+    if EXTENSIONS[suffix]:
+        for line in text.split("\n"):
+            if line.startswith("# ") and line[2:].strip():
+                return line[2:].strip()[:200]
+    return PurePath(name).stem[:200] or name[:200]
