@@ -157,8 +157,8 @@ def rank(candidates, *, query_terms, standing_terms, floor):
             reasons.append(f"meaning close (cosine {c.cosine:.3f} ≥ floor {floor:.2f})")
         hits.append(Hit(
             passage_id=c.passage_id, source_id=c.source_id, classification=c.classification,
-            lexical=round(lex, 4), semantic=round(sem, 4), cosine=None if c.cosine is None else round(c.cosine, 4),
-            relevance=round(relevance, 4), score=round(relevance * CLASS_WEIGHTS[c.classification], 4),
+            lexical=lex, semantic=sem, cosine=c.cosine,
+            relevance=relevance, score=relevance * CLASS_WEIGHTS[c.classification],
             terms=tuple(sorted(c.terms)), reason="; ".join(reasons),
         ))
     hits.sort(key=lambda hit: (-hit.score, hit.passage_id))
