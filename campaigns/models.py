@@ -165,10 +165,20 @@ class SavePoint(models.Model):
 
 
 class CanonRule(models.Model):
-    """A Level 1 fact of the campaign (seed 000 §3): it outranks everything else."""
+    """A Level 1 fact of the campaign (seed 000 §3): it outranks everything else.
+
+    An *initial-state* rule describes how the world stood when the story began
+    (seed 003 §44, "the north gate is open"); accepted story events may
+    supersede it, and the prompt then says that the current state wins.
+    """
+
+    class Scope(models.TextChoices):
+        INVARIANT = "invariant", "Always true"
+        INITIAL = "initial", "True at the start (the story may change it)"
 
     campaign = models.ForeignKey(Campaign, on_delete=models.CASCADE, related_name="canon_rules")
     text = models.TextField()
+    scope = models.CharField(max_length=10, choices=Scope.choices, default=Scope.INVARIANT)
     enabled = models.BooleanField(default=True)
     position = models.PositiveIntegerField(default=0)
     created_at = models.DateTimeField(auto_now_add=True)
@@ -179,3 +189,92 @@ class CanonRule(models.Model):
 
     def __str__(self):
         return self.text[:80]
+
+
+class StateEvent(models.Model):
+    """One proposed change to the story state, applied or rejected, with who proposed it.
+
+    Every change to the state is one of these (seed 000 §35, issue 3): the
+    recorder's proposals after a turn and a person's corrections alike. A
+    rejected event keeps its reason; an applied one keeps what it replaced.
+    """
+
+    class Source(models.TextChoices):
+        RECORDER = "recorder", "Recorder (after a turn)"
+        CORRECTION = "correction", "Manual correction"
+
+    class Status(models.TextChoices):
+        APPLIED = "applied", "Applied"
+        REJECTED = "rejected", "Rejected"
+
+    campaign = models.ForeignKey(Campaign, on_delete=models.CASCADE, related_name="state_events")
+    node = models.ForeignKey(Node, on_delete=models.CASCADE, related_name="state_events")
+    source = models.CharField(max_length=12, choices=Source.choices)
+    author = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL,
+                               related_name="+")
+    payload = models.JSONField()
+    status = models.CharField(max_length=10, choices=Status.choices)
+    reason = models.TextField(blank=True)
+    # What the event replaced, slot by slot: the "from" of "who changed what from what".
+    previous = models.JSONField(default=list, blank=True)
+    attempt = models.PositiveIntegerField(default=0)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["id"]
+
+    def __str__(self):
+        return f"{self.status} {self.payload.get('type')} at node {self.node_id}"
+
+
+class StateRecord(models.Model):
+    """One value of one slot of the story state, set at a node of the story tree.
+
+    The state after a node is, for every slot, the deepest record on that
+    node's lineage (ties broken by id); a retracted record ends its slot.
+    Records are anchored like nodes, ``(branch, depth)``, and read through
+    ``lineage.Path.clause``, so undo, redo, retry, branch switches and save
+    points show a node's own state without copying or recomputing anything.
+    """
+
+    class Authority(models.TextChoices):
+        CORRECTION = "correction", "Manual correction"
+        STATE = "state", "Accepted story state"
+
+    campaign = models.ForeignKey(Campaign, on_delete=models.CASCADE, related_name="state_records")
+    branch = models.ForeignKey(Branch, on_delete=models.RESTRICT, related_name="+")
+    depth = models.PositiveIntegerField()
+    slot = models.CharField(max_length=200)
+    kind = models.CharField(max_length=20)
+    subject = models.CharField(max_length=200, blank=True)
+    value = models.TextField(blank=True)
+    data = models.JSONField(default=dict, blank=True)
+    narrator_only = models.BooleanField(default=False)
+    authority = models.CharField(max_length=12, choices=Authority.choices)
+    retracted = models.BooleanField(default=False)
+    event = models.ForeignKey(StateEvent, on_delete=models.CASCADE, related_name="records")
+
+    class Meta:
+        ordering = ["depth", "id"]
+        indexes = [models.Index(fields=["campaign", "branch", "depth"])]
+
+    def __str__(self):
+        return f"{self.slot} = {self.value[:60]}"
+
+
+class RecorderRun(models.Model):
+    """Whether the recorder has turned a reply into state events yet; no row means pending."""
+
+    class Status(models.TextChoices):
+        APPLIED = "applied", "Applied"
+        FAILED = "failed", "Failed"
+
+    node = models.OneToOneField(Node, on_delete=models.CASCADE, related_name="recorder_run")
+    status = models.CharField(max_length=10, choices=Status.choices)
+    error = models.TextField(blank=True)
+    attempts = models.PositiveIntegerField(default=0)
+    model = models.CharField(max_length=200, blank=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    def __str__(self):
+        return f"recorder {self.status} for node {self.node_id}"

@@ -1,0 +1,26 @@
+"""Authoritative story state: what is true now on this line of the story, and the one way it changes.
+
+``state_at(path, campaign)`` reads the state after a node; ``apply_events``
+(and ``correct`` for a person's corrections) is the only write path; the
+recorder's outcome per reply is ``RecorderRun`` (no row: still pending).
+"""
+
+from .events import CORRECTION_TYPES, RECORDER_TYPES, apply_events, correct, record_failure, validate
+from .reading import ENTITY_KINDS, PROTAGONIST, Canon, Record, State, key_for, normalize, state_at
+
+__all__ = [
+    "CORRECTION_TYPES",
+    "ENTITY_KINDS",
+    "PROTAGONIST",
+    "RECORDER_TYPES",
+    "Canon",
+    "Record",
+    "State",
+    "apply_events",
+    "correct",
+    "key_for",
+    "normalize",
+    "record_failure",
+    "state_at",
+    "validate",
+]

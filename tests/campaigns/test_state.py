@@ -1,0 +1,244 @@
+"""The story state: every event type applied and rejected, the state following the tree, canon and corrections."""
+
+import pytest
+
+from campaigns import lineage, story
+from campaigns.models import CanonRule, Node, RecorderRun, StateEvent
+from campaigns.state import apply_events, correct, state_at
+from tests.campaigns.test_lineage import act, retry
+
+
+def head_node(campaign):
+    campaign.refresh_from_db()
+    return Node.objects.get(branch_id=campaign.head_branch_id, depth=campaign.head_depth)
+
+
+def record(campaign, *events):
+    """Apply recorder events to the head reply, as the post-turn recorder does."""
+    return apply_events(head_node(campaign), list(events), source="recorder", attempt=1)
+
+
+def turn(campaign, *events):
+    """Play a turn, then record its events."""
+    act(campaign, "look around", "The story goes on.")
+    return record(campaign, *events)
+
+
+def state(campaign):
+    campaign.refresh_from_db()
+    return state_at(lineage.path_of(campaign), campaign)
+
+
+def ev(type, subject="", object="", value="", **extra):
+    return {"type": type, "subject": subject, "object": object, "value": value, **extra}
+
+
+@pytest.fixture
+def world(campaign):
+    """A tavern, Mara in it, the silver key held by the protagonist."""
+    act(campaign, "enter the tavern", "The Crooked Lantern is warm.")
+    record(
+        campaign,
+        ev("introduce", "Crooked Lantern Tavern", "place", "a smoky tavern", aliases=["the Lantern"]),
+        ev("introduce", "Mara", "character", "a guarded archivist"),
+        ev("introduce", "silver key", "item", "a key with an abbey symbol"),
+        ev("introduce", "docks", "place"),
+        ev("scene", "", "Crooked Lantern Tavern", "Aldric shelters from the rain."),
+        ev("arrive", "Mara"),
+        ev("acquire", "protagonist", "silver key"),
+    )
+    return campaign
+
+
+def test_the_world_fixture_applies_every_event(world):
+    assert all(e.status == "applied" for e in StateEvent.objects.all()), [
+        (e.payload, e.reason) for e in StateEvent.objects.all()
+    ]
+    now = state(world)
+    assert now.holder_of("silver-key") == "protagonist"
+    assert set(now.present()) == {"mara", "protagonist"}
+    assert now.resolve("the Lantern") == "crooked-lantern-tavern"
+    assert now.resolve("Aldric") == "protagonist", "the campaign's protagonist is an entity from the start"
+
+
+APPLIED = [
+    (ev("introduce", "Edrin", "character"), lambda s: s.resolve("Edrin") == "edrin"),
+    (ev("move", "Mara", "docks"), lambda s: s.location_of("mara") == "docks"),
+    (ev("arrive", "Mara", "docks"), lambda s: s.location_of("mara") == "docks"),
+    (ev("leave", "Mara"), lambda s: s.location_of("mara") == ""),
+    (ev("give", "Aldric", "silver key", "Mara"), lambda s: s.holder_of("silver-key") == "mara"),
+    (ev("lose", "Aldric", "silver key"), lambda s: s.holder_of("silver-key") == ""),
+    (ev("add_fact", "Mara", "", "Mara has met Aldric."), lambda s: s.find_fact("Mara has met Aldric") is not None),
+    (ev("relationship", "Mara", "Aldric", "trusts him cautiously"),
+     lambda s: s.slots["relationship:mara:protagonist"].value == "trusts him cautiously"),
+    (ev("open_thread", value="Find Edrin"), lambda s: s.find_thread("Find Edrin").data["status"] == "open"),
+    (ev("set_condition", "Mara", "", "soaked from the rain"), lambda s: s.slots["condition:mara"].value),
+    (ev("scene", "", "docks", "Fog rolls over the docks."),
+     lambda s: s.scene().data["location"] == "docks" and s.location_of("protagonist") == "docks"),
+]
+
+
+@pytest.mark.parametrize("event,check", APPLIED, ids=[e["type"] + str(i) for i, (e, _) in enumerate(APPLIED)])
+def test_each_event_type_applies(world, event, check):
+    [stored] = turn(world, event)
+    assert stored.status == "applied", stored.reason
+    assert check(state(world))
+
+
+def test_acquire_retract_and_resolve_apply_to_what_exists(world):
+    turn(world, ev("lose", "Aldric", "silver key"), ev("open_thread", value="Find Edrin"),
+         ev("add_fact", value="The bridge is intact."))
+    events = turn(world, ev("acquire", "Mara", "silver key"), ev("resolve_thread", "", "found", "Find Edrin"),
+                    ev("retract_fact", value="the bridge is intact"))
+    assert [e.status for e in events] == ["applied"] * 3, [e.reason for e in events]
+    now = state(world)
+    assert now.holder_of("silver-key") == "mara"
+    assert now.find_thread("Find Edrin").data["status"] == "resolved"
+    assert now.find_fact("The bridge is intact.") is None
+
+
+REJECTED = [
+    (ev("introduce", "Mara", "character"), "already known"),
+    (ev("introduce", "Ghost", "spaceship"), "unknown kind"),
+    (ev("move", "Vale", "docks"), "unknown entity 'Vale'"),
+    (ev("move", "Mara", "silver key"), "not a place"),
+    (ev("arrive", "Nobody"), "unknown entity"),
+    (ev("leave", "docks"), "not anywhere to leave"),
+    (ev("acquire", "Mara", "silver key"), "impossible transfer"),
+    (ev("lose", "Mara", "silver key"), "impossible transfer"),
+    (ev("give", "Mara", "silver key", "Aldric"), "impossible transfer"),
+    (ev("add_fact", "Mara"), "gives no fact"),
+    (ev("retract_fact", value="The moon is green."), "no such fact"),
+    (ev("relationship", "Mara", "Vale", "fears"), "unknown entity"),
+    (ev("open_thread"), "gives no thread"),
+    (ev("resolve_thread", value="Find the crown"), "no open thread"),
+    (ev("set_condition", "Mara"), "gives no condition"),
+    (ev("scene", "", "docks"), "gives no scene summary"),
+    (ev("teleport", "Mara", "docks"), "unknown event type"),
+    (ev("retract", object="scene"), "unknown event type"),
+]
+
+
+@pytest.mark.parametrize("event,reason", REJECTED, ids=[e["type"] + str(i) for i, (e, _) in enumerate(REJECTED)])
+def test_each_event_type_is_rejected_with_its_reason_and_changes_nothing(world, event, reason):
+    before = state(world).slots
+    [stored] = turn(world, event)
+    assert stored.status == "rejected"
+    assert reason in stored.reason
+    assert state(world).slots == before
+
+
+def test_a_batch_applies_the_valid_events_and_records_every_rejection(world):
+    events = turn(world, ev("move", "Vale", "docks"), ev("move", "Mara", "docks"), "not an object")
+    assert [e.status for e in events] == ["rejected", "applied", "rejected"]
+    assert RecorderRun.objects.get(node=head_node(world)).status == "applied"
+    assert state(world).location_of("mara") == "docks"
+
+
+def test_a_recorded_node_is_not_recorded_twice(world):
+    assert record(world, ev("move", "Mara", "docks")) == []
+
+
+def test_canon_outranks_a_contradicting_event_which_is_rejected_with_the_reason(world):
+    CanonRule.objects.create(campaign=world, text="Mara is Edrin's sister.")
+    act(world, "ask about Edrin", "Mara says she is not his sister.")
+    events = record(world, ev("add_fact", "Mara", "", "Mara is not Edrin's sister."),
+                    ev("add_fact", value="Magic can resurrect the dead."),
+                    ev("retract_fact", value="Magic cannot resurrect the dead."))
+    assert [e.status for e in events] == ["rejected"] * 3
+    assert all("canon" in e.reason for e in events)
+    assert "Mara is Edrin's sister." in events[0].reason
+    assert state(world).find_fact("Mara is not Edrin's sister.") is None
+
+
+def test_accepted_state_supersedes_initial_canon(world):
+    gate = CanonRule.objects.create(campaign=world, text="The north gate is open.", scope="initial")
+    act(world, "watch the gate", "The north gate collapses in a roar of stone.")
+    [stored] = record(world, ev("add_fact", "", "The north gate is open.", "The north gate has collapsed."))
+    assert stored.status == "applied", stored.reason
+    now = state(world)
+    assert now.superseded(gate.pk).value == "The north gate has collapsed."
+    assert now.find_fact("The north gate has collapsed.")
+    story.undo(world)
+    assert state(world).superseded(gate.pk) is None, "before the collapse the initial canon still holds"
+
+
+def test_a_name_from_an_abandoned_line_is_rejected_as_abandoned_history(world):
+    act(world, "follow the stranger", "A stranger called Vale waits outside.")
+    record(world, ev("introduce", "Vale", "character"))
+    story.undo(world)
+    act(world, "stay by the fire", "The fire crackles.")
+    [stored] = record(world, ev("move", "Vale", "docks"))
+    assert stored.status == "rejected" and "abandoned history" in stored.reason
+
+
+def test_undo_redo_switch_retry_and_save_points_show_the_state_of_the_node_they_land_on(world):
+    point = story.create_save_point(world, "in the tavern")
+    act(world, "go to the docks", "Fog.")
+    record(world, ev("move", "Mara", "docks"))
+    assert state(world).location_of("mara") == "docks"
+    story.undo(world)
+    assert state(world).location_of("mara") == "crooked-lantern-tavern"
+    story.redo(world)
+    assert state(world).location_of("mara") == "docks"
+    retry(world, "Fog, and no Mara.")
+    assert state(world).location_of("mara") == "crooked-lantern-tavern", "a retried reply starts from its parent's state"
+    record(world, ev("give", "Aldric", "silver key", "Mara"))
+    retried = head_node(world).branch
+    story.switch_branch(world, retried.parent)
+    assert state(world).location_of("mara") == "docks"
+    assert state(world).holder_of("silver-key") == "protagonist"
+    story.switch_branch(world, retried)
+    assert state(world).holder_of("silver-key") == "mara"
+    story.restore_save_point(point)
+    restored = state(world)
+    assert restored.location_of("mara") == "crooked-lantern-tavern" and restored.holder_of("silver-key") == "protagonist"
+
+
+def test_a_late_record_on_an_earlier_node_does_not_override_a_deeper_one(world):
+    """Order is story order (depth), not the order rows were written."""
+    first = head_node(world)
+    act(world, "wait", "Mara leaves for the docks.")
+    record(world, ev("move", "Mara", "docks"))
+    apply_events(first, [ev("set_condition", "Mara", "", "tired")], source="correction")
+    apply_events(first, [ev("move", "Mara", "Crooked Lantern Tavern")], source="correction")
+    now = state(world)
+    assert now.location_of("mara") == "docks"
+    assert now.slots["condition:mara"].value == "tired"
+
+
+def test_a_correction_keeps_who_changed_what_from_what(world, owner):
+    turn(world, ev("relationship", "Mara", "Aldric", "distrusts him"))
+    event = correct(world, owner, ev("relationship", "Mara", "Aldric", "trusts him cautiously"))
+    assert event.status == "applied" and event.source == "correction" and event.author == owner
+    assert event.previous == [{"slot": "relationship:mara:protagonist", "value": "distrusts him",
+                               "data": {"object": "protagonist"}, "authority": "state"}]
+    line = state(world).slots["relationship:mara:protagonist"]
+    assert line.authority == "correction" and "correction by reader" in line.provenance
+
+
+def test_the_recorder_cannot_overwrite_a_corrected_fact(world, owner):
+    correct(world, owner, ev("add_fact", "Mara", "", "Mara is an archivist."))
+    act(world, "ask Mara", "She says she was never an archivist.")
+    [stored] = record(world, ev("retract_fact", value="Mara is an archivist."))
+    assert stored.status == "rejected" and "manual correction" in stored.reason
+    assert state(world).find_fact("Mara is an archivist.")
+
+
+def test_corrections_retract_any_line_mark_it_narrator_only_and_set_possessions(world, owner):
+    assert correct(world, owner, ev("mark", object="entity:mara", narrator_only=True)).status == "applied"
+    assert state(world).entity("mara").narrator_only
+    assert correct(world, owner, ev("set_holder", "Mara", "silver key")).status == "applied"
+    assert state(world).holder_of("silver-key") == "mara"
+    assert correct(world, owner, ev("retract", object="holder:silver-key")).status == "applied"
+    assert state(world).holder_of("silver-key") == ""
+    rejected = correct(world, owner, ev("add_fact", value="Magic can resurrect the dead."))
+    assert rejected.status == "rejected" and "canon" in rejected.reason
+
+
+def test_a_correction_at_the_opening_belongs_to_every_line(campaign, owner):
+    correct(campaign, owner, ev("entity", "Mara", "character", "the archivist", aliases="the archivist, M."))
+    act(campaign, "look around")
+    story.undo(campaign)
+    act(campaign, "walk away")
+    assert state(campaign).resolve("M.") == "mara"
