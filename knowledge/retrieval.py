@@ -42,10 +42,12 @@ SECOND_PATH_WEIGHT = 0.15
 SEMANTIC_FLOORS = {"nomic-embed-text": 0.50}
 
 # A single matched term admits a passage only if it is a real part of the
-# query: at least a tenth of its meaningful terms. A query built from a whole
-# reply has some forty, and one shared word among forty says nothing; a
-# search for "dragon" has one, and it says everything.
-SINGLE_TERM_MIN_SHARE = 0.10
+# query: at least a quarter of its meaningful terms. A turn's query (input
+# plus scene) has ten to forty, and one shared word among them ("road",
+# "grey") says nothing — at 0.10 the fixtures' canon was admitted into a
+# spaceship scene for "road" alone; a search for "dragon" has one term, and
+# there the one word says everything.
+SINGLE_TERM_MIN_SHARE = 0.25
 
 # Lexical candidates read per query, best bm25 first. Admission and the
 # budget keep far fewer; this only bounds the work on a large library.
@@ -60,7 +62,7 @@ let like may me might mine more most much must my myself no nor not now of off o
 our ours out over own per please same shall she should so some such than that the their theirs them then there
 these they this those through thus to too under until up upon us very was we were what when where which while
 who whom whose why will with within without would yet you your yours yourself
-ask asks asked say says said tell tells told look looks looked see sees saw go goes went come comes came
+ask asks asked say says said tell tells told look looks looked see sees saw go goes going gone went come comes came
 take takes took make makes made know knows knew think thinks thought want wants wanted try tries tried
 s t don't i'm it's that's there's
 """.split())

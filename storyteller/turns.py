@@ -13,6 +13,7 @@ from channels.db import database_sync_to_async
 
 from campaigns import lineage, story
 from campaigns.models import Campaign, Node
+from knowledge import retrieval
 
 from . import context, llm
 from .context import Action
@@ -106,8 +107,11 @@ def _prepare(campaign_id, action, retry):
         # The replaced reply is not part of its own retry's prompt.
         path = path.capped(campaign.head_depth - 2)
     narrator = llm.narrator_for(campaign.narrator_model or None)
+    # The knowledge query's vector is the one model call before the build,
+    # which itself stays read-only and model-free.
+    query = retrieval.embed_query(campaign, context.knowledge_query(campaign, path, action))
     try:
-        ctx = context.build(campaign, path, action, model=narrator.model, api=narrator.api)
+        ctx = context.build(campaign, path, action, model=narrator.model, api=narrator.api, query=query)
     except context.ContextOverflow as error:
         raise TurnFailed(f"{error} Nothing was sent or saved.") from error
     return _Prepared(campaign, (campaign.head_branch_id, campaign.head_depth), action, ctx, narrator)

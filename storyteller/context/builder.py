@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from campaigns.models import CanonRule
 
 from .. import tokens
-from . import budget, layers
+from . import budget, knowledge, layers
 from .layers import BRANCH_CONTEXT, DYNAMIC_TAIL, Section
 
 REPORT_VERSION = 1
@@ -60,16 +60,20 @@ def node_tokens(role, mode, text):
     return tokens.count(message_for(role, mode, text)["content"])
 
 
-def build(campaign, path, action, *, model="", api="", seed=None):
+def build(campaign, path, action, *, model="", api="", seed=None, query=None):
     """Return the Context for ``action`` played after the end of ``path``.
 
-    Raise ``ContextOverflow`` when the protected sections and the reply reserve
-    do not fit ``campaign.context_token_budget``.
+    ``query`` is the knowledge query, embedded before the build when semantic
+    retrieval is possible (``knowledge_query``); without it the build makes its
+    own, lexical only. Raise ``ContextOverflow`` when the protected sections
+    and the reply reserve do not fit ``campaign.context_token_budget``.
     """
     stable = [layers.narrator_rules(campaign), layers.campaign_profile(campaign)]
     canon = layers.canon(list(CanonRule.objects.filter(campaign=campaign, enabled=True)))
     if canon:
         stable.append(canon)
+    has_knowledge = knowledge.has_knowledge(campaign)
+    standing_dropped = _standing_knowledge(campaign, stable) if has_knowledge else []
     tail = _dynamic_tail(action)
     for section in stable + tail:
         section.tokens = tokens.count(section.text)
@@ -80,6 +84,15 @@ def build(campaign, path, action, *, model="", api="", seed=None):
         tokens.count(system_text) + tokens.count(tail_text) + 2 * budget.MESSAGE_OVERHEAD
     )
     allowance = budget.history_allowance(campaign.context_token_budget, campaign.max_output_tokens, protected)
+    found, knowledge_report = [], None
+    if has_knowledge:
+        found, knowledge_report = knowledge.retrieved_sections(
+            campaign, query or knowledge_query(campaign, path, action), allowance)
+        # Elastic, and first in the tail: knowledge -> state -> direction -> input.
+        tail = [*found, *tail]
+        tail_text = "\n\n".join(section.text for section in tail)
+    knowledge_tokens = sum(section.tokens + 1 for section in found)
+    allowance -= knowledge_tokens
 
     rows = (
         path.nodes()
@@ -94,7 +107,39 @@ def build(campaign, path, action, *, model="", api="", seed=None):
     messages = [{"role": "system", "content": system_text}, *history_messages, {"role": "user", "content": tail_text}]
     sections = [*stable, history, *tail]
     report = _report(campaign, path, action, sections, protected, allowance, history, dropped, model, api, seed)
+    if has_knowledge:
+        _report_knowledge(report, sections, knowledge_report, standing_dropped, knowledge_tokens)
     return Context(messages=messages, sections=sections, report=report)
+
+
+def knowledge_query(campaign, path, action):
+    """Return the imported-knowledge query for ``action`` after ``path`` (embed it before ``build``)."""
+    return knowledge.query_for(campaign, path, action)
+
+
+def _standing_knowledge(campaign, stable):
+    """Add the knowledge rule and always-included Canon to the stable prefix; return what found no room."""
+    stable.append(knowledge.rules_section())
+    standing, dropped = knowledge.standing_section(campaign)
+    if standing:
+        stable.append(standing)
+    return dropped
+
+
+def _report_knowledge(report, sections, retrieved, standing_dropped, spent):
+    standing = next((s for s in sections if s.key == "knowledge_standing"), None)
+    used = [*(standing.components if standing else []), *retrieved["used"]]
+    report["knowledge"] = {
+        **retrieved,
+        "standing": standing.components if standing else [],
+        "dropped": [*standing_dropped, *retrieved["dropped"]],
+        "sources": sorted({entry["source"] for entry in used}),
+        "tokens": spent,
+    }
+    report["dropped"] += report["knowledge"]["dropped"]
+    report["budget"]["knowledge_tokens"] = spent
+    report["budget"]["prompt_tokens"] += spent
+    report["budget"]["unused"] -= spent
 
 
 def _dynamic_tail(action):

@@ -32,6 +32,7 @@ def test_two_distinct_terms_admit_a_passage():
 def test_one_term_admits_only_when_it_is_no_standing_name_and_a_real_share_of_the_query():
     assert retrieval.admitted_lexically({"dragon"}, ("dragon",), frozenset())
     assert not retrieval.admitted_lexically({"mara"}, ("mara",), frozenset({"mara"}))
+    assert retrieval.admitted_lexically({"dragon"}, ("dragon", "sleeps", "gold", "abbey"), frozenset())
     assert not retrieval.admitted_lexically({"ferry"}, TERMS, frozenset()), "one word of eleven is negligible"
 
 
