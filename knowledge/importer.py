@@ -59,11 +59,7 @@ def import_source(campaign, filename, data, classification, *, hidden=False, alw
         raise ImportRefused(f"{name} is not a .md or .txt file; only Markdown and plain text can be imported.")
     if classification not in Source.Classification.values:
         raise ImportRefused(f"Choose Canon, Reference or Inspiration for {name}.")
-    if len(data) > MAX_BYTES:
-        raise ImportRefused(
-            f"{name} is {len(data):,} bytes; a source may be at most {MAX_BYTES:,} bytes (1 MiB). "
-            "Split it into smaller files and import those."
-        )
+    check_size(name, len(data))
     text = _decode(name, data)
     content_hash = hashlib.sha256(text.encode()).hexdigest()
     chunks = chunking.chunk(text, markdown=EXTENSIONS[suffix])
@@ -88,6 +84,15 @@ def import_source(campaign, filename, data, classification, *, hidden=False, alw
         )
         _write_passages(source, chunks)
     return source
+
+
+def check_size(name, size):
+    """Raise ImportRefused when a file of ``size`` bytes is over the limit (before reading it all)."""
+    if size > MAX_BYTES:
+        raise ImportRefused(
+            f"{name} is {size:,} bytes; a source may be at most {MAX_BYTES:,} bytes (1 MiB). "
+            "Split it into smaller files and import those."
+        )
 
 
 def recut_source(source):

@@ -1,5 +1,5 @@
 from django.contrib import admin
-from django.urls import path
+from django.urls import include, path
 
 from . import views
 
@@ -23,6 +23,7 @@ urlpatterns = [
     ),
     path("campaigns/<int:pk>/replies/<int:node_pk>/inspect/", views.inspector, name="inspector"),
     path("campaigns/<int:pk>/model/", views.choose_model, name="choose_model"),
+    path("campaigns/<int:pk>/knowledge/", include("knowledge.urls")),
     path("settings/models/", views.model_settings, name="model_settings"),
     path("settings/models/test/", views.test_connection, name="test_connection"),
     path("admin/", admin.site.urls),

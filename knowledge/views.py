@@ -1,0 +1,157 @@
+"""The knowledge pages: the campaign's sources, one source, the search box, and their actions.
+
+Views parse, call the importer or retrieval, render. Every campaign and source
+is fetched with the signed-in owner in the query, so anyone else's is a 404.
+"""
+
+from django.contrib.auth.decorators import login_required
+from django.db.models import Count, Sum
+from django.shortcuts import get_object_or_404, redirect, render
+from django.views.decorators.http import require_GET, require_POST
+from django_htmx.http import HttpResponseClientRedirect
+
+from campaigns.models import Campaign, ContextSnapshot
+
+from . import importer, retrieval
+from .forms import SourceForm, UploadForm
+from .models import Source
+
+
+def _get_campaign_for_user(request, pk):
+    return get_object_or_404(Campaign, pk=pk, owner=request.user)
+
+
+def _get_source_for_user(request, pk, source_pk):
+    return get_object_or_404(Source.objects.select_related("campaign"), pk=source_pk, campaign__pk=pk,
+                             campaign__owner=request.user)
+
+
+def _turns_using(campaign):
+    """Return {source id: [(node id, turn), ...]} from the stored prompt reports, newest first."""
+    used = {}
+    rows = (ContextSnapshot.objects.filter(node__campaign=campaign).order_by("-node__created_at")
+            .values_list("node_id", "node__depth", "report__knowledge__sources"))
+    for node_id, depth, sources in rows:
+        for source_id in sources or []:
+            used.setdefault(source_id, []).append((node_id, depth // 2))
+    return used
+
+
+def _page_context(campaign, **extra):
+    sources = (Source.objects.filter(campaign=campaign)
+               .annotate(passage_count=Count("passages"), token_count=Sum("passages__tokens")))
+    used = _turns_using(campaign)
+    for source in sources:
+        source.turns_used = len(used.get(source.pk, []))
+    return {"campaign": campaign, "sources": sources, "form": UploadForm(), **extra}
+
+
+@login_required
+@require_GET
+def knowledge_page(request, pk):
+    campaign = _get_campaign_for_user(request, pk)
+    template = "knowledge/knowledge.html#sources" if request.htmx else "knowledge/knowledge.html"
+    return render(request, template, _page_context(campaign))
+
+
+@login_required
+@require_POST
+def upload(request, pk):
+    campaign = _get_campaign_for_user(request, pk)
+    form = UploadForm(request.POST)
+    files = request.FILES.getlist("files")
+    results = []
+    if form.is_valid() and files:
+        results = [_import_one(campaign, upload, form.cleaned_data) for upload in files]
+    elif not files:
+        form.add_error(None, "Choose one or more .md or .txt files to import.")
+    context = _page_context(campaign, results=results)
+    context["form"] = form
+    status = 200 if any(ok for ok, _ in results) else 400
+    template = "knowledge/knowledge.html#import" if request.htmx else "knowledge/knowledge.html"
+    return render(request, template, context, status=status)
+
+
+def _import_one(campaign, upload, options):
+    try:
+        importer.check_size(upload.name, upload.size)
+        source = importer.import_source(
+            campaign, upload.name, upload.read(), options["classification"], hidden=options["hidden"],
+            always_include=options["always_include"], allow_duplicate=options["allow_duplicate"],
+        )
+    except importer.ImportRefused as refusal:
+        return False, str(refusal)
+    importer.embed_source(source)
+    message = f"Imported {upload.name} as “{source.title}” ({source.get_classification_display()})."
+    if source.semantic_detail:
+        message += f" {source.semantic_detail}"
+    return True, message
+
+
+@login_required
+@require_GET
+def source_page(request, pk, source_pk):
+    source = _get_source_for_user(request, pk, source_pk)
+    turns = _turns_using(source.campaign).get(source.pk, [])
+    return render(request, "knowledge/source.html", {
+        "campaign": source.campaign, "source": source, "passages": source.passages.all(),
+        "form": SourceForm(instance=source), "turns": turns,
+    })
+
+
+@login_required
+@require_POST
+def source_update(request, pk, source_pk):
+    source = _get_source_for_user(request, pk, source_pk)
+    form = SourceForm(request.POST, instance=source)
+    saved = form.is_valid()
+    if saved:
+        form.save()
+    elif not request.htmx:
+        return render(request, "knowledge/source.html", {
+            "campaign": source.campaign, "source": source, "passages": source.passages.all(), "form": form,
+            "turns": _turns_using(source.campaign).get(source.pk, []),
+        }, status=400)
+    if request.htmx:
+        source.refresh_from_db()
+        return render(request, "knowledge/source.html#settings",
+                      {"campaign": source.campaign, "source": source, "form": form if not saved else
+                       SourceForm(instance=source), "saved": saved}, status=200 if saved else 400)
+    return redirect(source)
+
+
+@login_required
+@require_POST
+def source_delete(request, pk, source_pk):
+    source = _get_source_for_user(request, pk, source_pk)
+    source.delete()
+    if request.htmx:
+        return HttpResponseClientRedirect(f"/campaigns/{pk}/knowledge/")
+    return redirect("knowledge", pk)
+
+
+@login_required
+@require_POST
+def rebuild(request, pk):
+    """Re-cut every source from its stored text and rebuild its vectors; the story is not touched."""
+    campaign = _get_campaign_for_user(request, pk)
+    for source in Source.objects.filter(campaign=campaign):
+        importer.recut_source(source)
+        importer.embed_source(source)
+    template = "knowledge/knowledge.html#sources" if request.htmx else "knowledge/knowledge.html"
+    return render(request, template, _page_context(campaign, rebuilt=True))
+
+
+@login_required
+@require_GET
+def search(request, pk):
+    campaign = _get_campaign_for_user(request, pk)
+    text = request.GET.get("q", "").strip()[:500]
+    result = None
+    if text:
+        query = retrieval.embed_query(campaign, retrieval.Query(text))
+        result = retrieval.retrieve(campaign, query, exclude_always_included=False)
+    rows = [(hit, result.passages[hit.passage_id]) for hit in result.hits] if result else []
+    context = {"campaign": campaign, "q": text, "result": result, "rows": rows}
+    template = "knowledge/search.html#results" if request.htmx else "knowledge/search.html"
+    return render(request, template, context)
