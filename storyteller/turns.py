@@ -15,7 +15,7 @@ from campaigns import lineage, story
 from campaigns.models import Campaign, Node
 from knowledge import retrieval
 
-from . import context, llm
+from . import context, llm, postturn
 from .context import Action
 
 
@@ -28,6 +28,7 @@ class TurnResult:
     node_id: int
     text: str
     notice: str = ""
+    post_turn: object = None  # the campaign's post-turn worker (an asyncio.Task), for whoever must await it
 
 
 @dataclass(frozen=True)
@@ -87,13 +88,15 @@ async def play_turn(campaign_id, action, relay, *, retry=False):
         duration_ms=int((time.perf_counter() - started) * 1000),
     )
     node = await database_sync_to_async(_commit)(prepared, reply, retry)
+    # The commit has returned, so the turn is durable: only now may the recorder read it.
+    post_turn = postturn.schedule(campaign.pk, node.pk)
     notice = ""
     if final.done_reason == "length":
         notice = (
             f"The reply reached the {campaign.max_output_tokens}-token limit and was cut off; it was saved as it is. "
             "Use Continue to carry on, or raise max_output_tokens in the campaign settings."
         )
-    return TurnResult(node_id=node.pk, text=text, notice=notice)
+    return TurnResult(node_id=node.pk, text=text, notice=notice, post_turn=post_turn)
 
 
 def _prepare(campaign_id, action, retry):

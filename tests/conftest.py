@@ -3,6 +3,7 @@ from django.contrib.auth import get_user_model
 
 from campaigns import story
 from campaigns.models import Campaign, CanonRule
+from storyteller import postturn
 
 pytest_plugins = ["tests.fake_ollama"]
 
@@ -39,9 +40,14 @@ def campaign(owner):
 
 
 @pytest.fixture
-def narrator_server(fake_ollama, settings):
-    """Point the app at the fake Ollama server, as a person setting STORYTELLER_LLM_URL would."""
+async def narrator_server(fake_ollama, settings):
+    """Point the app at the fake Ollama server, as a person setting STORYTELLER_LLM_URL would.
+
+    Post-turn work (the recorder) still running when the test ends is awaited
+    here, before the database is cleaned up, so no background work outlives a test.
+    """
     settings.STORYTELLER_LLM_URL = fake_ollama.url
     settings.STORYTELLER_LLM_URL_CONFIGURED = True
     settings.STORYTELLER_LLM_API = "ollama"
-    return fake_ollama
+    yield fake_ollama
+    await postturn.settle()

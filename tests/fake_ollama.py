@@ -8,9 +8,12 @@ background thread and speaks enough of both APIs to drive every client:
              POST /api/embed
     OpenAI   GET /v1/models, POST /v1/chat/completions, POST /v1/embeddings
 
-Replies come from a script (`server.script(...)`); when it runs out the
-server answers DEFAULT_REPLY, or for a request that carries a JSON schema the
-smallest JSON that matches it, so an end-to-end test never hangs. Failures
+Replies come from a script: `server.script(...)` for narration and
+`server.script_json(...)` for requests that carry a JSON schema (the recorder's
+structured calls), kept apart so background work after a turn never takes the
+next turn's scripted reply. When a script runs out the server answers
+DEFAULT_REPLY, or for a request with a schema the smallest JSON that matches
+it, so an end-to-end test never hangs. Failures
 (`fail_mid_stream`, `not_found`, `stall`, `omit_done`) are one-shot unless
 `persistent=True` (then until `clear_failures()`); `refuse()` lasts until `resume()`; `chunk_delay()` lasts
 until changed. Chunks count as tokens: `num_predict` / `max_tokens` cut the
@@ -93,6 +96,7 @@ class FakeModelServer:
 
     def __post_init__(self):
         self._replies = deque()
+        self._json_replies = deque()
         self._failures: dict[str, _Failure] = {}
         self._delay = 0.0
         self._lock = threading.Lock()
@@ -127,6 +131,11 @@ class FakeModelServer:
         """
         with self._lock:
             self._replies.extend(replies)
+
+    def script_json(self, *replies: str | dict):
+        """Queue replies for the next requests that carry a JSON schema; a dict is sent as JSON, a string as is."""
+        with self._lock:
+            self._json_replies.extend(replies)
 
     def fail_mid_stream(self, after_chunks: int = 1, message: str = "model runner crashed", *, persistent=False):
         """Answer 200, stream `after_chunks` chunks, then send an error line instead of the rest."""
@@ -197,7 +206,8 @@ class FakeModelServer:
 
     def _next_reply(self, schema: dict | None, limit: int | None) -> _Reply:
         with self._lock:
-            scripted = self._replies.popleft() if self._replies else None
+            queue = self._json_replies if schema is not None else self._replies
+            scripted = queue.popleft() if queue else None
         if scripted is None:
             scripted = json.dumps(example_for(schema)) if schema else self.default_reply
         if isinstance(scripted, dict):

@@ -145,8 +145,10 @@ def correct(campaign, user, payload):
     belongs to this line of the story from here on: undoing past it, or
     retrying the reply it was made on, shows the state without it.
     """
-    node = Node.objects.get(campaign=campaign, branch_id=campaign.head_branch_id, depth=campaign.head_depth)
-    [event] = apply_events(node, [payload], source=StateEvent.Source.CORRECTION, author=user)
+    with transaction.atomic():
+        head = Campaign.objects.values_list("head_branch_id", "head_depth").get(pk=campaign.pk)
+        node = Node.objects.get(campaign_id=campaign.pk, branch_id=head[0], depth=head[1])
+        [event] = apply_events(node, [payload], source=StateEvent.Source.CORRECTION, author=user)
     return event
 
 

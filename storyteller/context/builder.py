@@ -18,6 +18,7 @@ from campaigns.models import CanonRule
 
 from .. import tokens
 from . import budget, knowledge, layers
+from . import state as state_section
 from .layers import BRANCH_CONTEXT, DYNAMIC_TAIL, Section
 
 REPORT_VERSION = 1
@@ -74,7 +75,7 @@ def build(campaign, path, action, *, model="", api="", seed=None, query=None):
         stable.append(canon)
     has_knowledge = knowledge.has_knowledge(campaign)
     standing_dropped = _standing_knowledge(campaign, stable) if has_knowledge else []
-    tail = _dynamic_tail(action)
+    tail = [*_state_section(campaign, path, action), *_dynamic_tail(action)]
     for section in stable + tail:
         section.tokens = tokens.count(section.text)
 
@@ -107,6 +108,7 @@ def build(campaign, path, action, *, model="", api="", seed=None, query=None):
     messages = [{"role": "system", "content": system_text}, *history_messages, {"role": "user", "content": tail_text}]
     sections = [*stable, history, *tail]
     report = _report(campaign, path, action, sections, protected, allowance, history, dropped, model, api, seed)
+    _report_state(report)
     if has_knowledge:
         _report_knowledge(report, sections, knowledge_report, standing_dropped, knowledge_tokens)
     return Context(messages=messages, sections=sections, report=report)
@@ -140,6 +142,28 @@ def _report_knowledge(report, sections, retrieved, standing_dropped, spent):
     report["budget"]["knowledge_tokens"] = spent
     report["budget"]["prompt_tokens"] += spent
     report["budget"]["unused"] -= spent
+
+
+def _state_section(campaign, path, action):
+    """Return the current-state section, or none while the state is empty.
+
+    It is protected and read after memories and knowledge, just before the
+    input; relevance is judged from the player's action and the reply it answers.
+    """
+    last = path.nodes().filter(depth=path.head_depth).values_list("text", flat=True).first() or ""
+    section = state_section.section(campaign, path, f"{action.text}\n{last}")
+    return [section] if section else []
+
+
+def _report_state(report):
+    """Add the state lines the selection left out to what the report says was dropped."""
+    for item in report["sections"]:
+        if item["key"] == "state":
+            report["dropped"] += [
+                {"key": "state", "what": component["text"], "tokens": tokens.count(component["text"]),
+                 "reason": "beyond the state section's line limit"}
+                for component in item["components"] if not component["included"]
+            ]
 
 
 def _dynamic_tail(action):

@@ -35,7 +35,8 @@ def test_canon_rules_are_editable_in_the_admin(admin_client, campaign):
     rule = campaign.canon_rules.get()
     response = admin_client.post(
         reverse("admin:campaigns_canonrule_change", args=[rule.pk]),
-        {"campaign": campaign.pk, "text": "Magic can never resurrect the dead.", "enabled": "on", "position": 0},
+        {"campaign": campaign.pk, "text": "Magic can never resurrect the dead.", "scope": "invariant", "enabled": "on",
+         "position": 0},
     )
     assert response.status_code == 302
     assert CanonRule.objects.get(pk=rule.pk).text == "Magic can never resurrect the dead."

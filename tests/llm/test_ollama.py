@@ -164,7 +164,7 @@ async def test_a_stream_read_to_the_end_is_not_counted_as_cancelled(fake_ollama)
 
 async def test_complete_json_sends_the_schema_as_format_and_parses_the_reply(fake_ollama):
     schema = {"type": "object", "properties": {"mood": {"type": "string"}}, "required": ["mood"]}
-    fake_ollama.script('{"mood": "tense"}')
+    fake_ollama.script_json('{"mood": "tense"}')
     client = OllamaClient(fake_ollama.url, "qwen2.5:3b-instruct")
 
     reply = await client.complete_json(MESSAGES, schema, ChatOptions(temperature=0))
@@ -177,7 +177,7 @@ async def test_complete_json_sends_the_schema_as_format_and_parses_the_reply(fak
 
 
 async def test_complete_json_rejects_text_that_is_not_json(fake_ollama):
-    fake_ollama.script("Sure! Here is the JSON you asked for.")
+    fake_ollama.script_json("Sure! Here is the JSON you asked for.")
     client = OllamaClient(fake_ollama.url, "qwen2.5:3b-instruct")
 
     with pytest.raises(Exception, match="not JSON"):

@@ -115,7 +115,7 @@ async def test_closing_the_stream_early_closes_the_connection(fake_ollama):
 
 async def test_complete_json_sends_a_json_schema_response_format(fake_ollama):
     schema = {"type": "object", "properties": {"mood": {"type": "string"}}, "required": ["mood"]}
-    fake_ollama.script({"mood": "calm"})
+    fake_ollama.script_json({"mood": "calm"})
     client = OpenAIClient(fake_ollama.url, "qwen2.5-3b-instruct")
 
     reply = await client.complete_json(MESSAGES, schema, ChatOptions())

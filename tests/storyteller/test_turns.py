@@ -24,6 +24,11 @@ async def play(campaign, action=None, *, retry=False):
     return result, received
 
 
+def narration(server):
+    """Return the bodies of the narration requests, leaving out the recorder's structured ones."""
+    return [body for body in server.bodies("/api/chat") if "format" not in body]
+
+
 async def count_nodes():
     return await Node.objects.acount()
 
@@ -45,7 +50,7 @@ async def test_a_turn_streams_the_reply_and_commits_action_reply_and_snapshot(ca
 
 async def test_the_model_receives_the_built_prompt_and_the_campaign_settings(campaign, narrator_server):
     await play(campaign, Action(mode="say", text="Hello?"))
-    body = narrator_server.bodies("/api/chat")[-1]
+    body = narration(narrator_server)[-1]
     assert body["messages"][0]["role"] == "system"
     assert "Magic cannot resurrect the dead." in body["messages"][0]["content"]
     assert body["messages"][-1]["content"] == 'The player\'s character says: "Hello?"'
@@ -145,7 +150,7 @@ async def test_retry_sends_the_same_action_without_the_replaced_reply_and_keeps_
     narrator_server.script("REPLACED-REPLY the first telling.", "The second telling.")
     await play(campaign, Action(mode="do", text="open the gate"))
     result, _ = await play(campaign, retry=True)
-    body = narrator_server.bodies("/api/chat")[-1]
+    body = narration(narrator_server)[-1]
     prompt = " ".join(m["content"] for m in body["messages"])
     assert "REPLACED-REPLY" not in prompt
     assert body["messages"][-1]["content"] == "The player's character acts: open the gate"
@@ -159,7 +164,7 @@ async def test_an_undone_line_never_reaches_the_narrator_again(campaign, narrato
     await sync_to_async(act)(campaign, "read the grimoire", "ABANDONED-CANARY glows.")
     await sync_to_async(story.undo)(campaign)
     await play(campaign, Action(mode="do", text="walk to the well"))
-    prompt = " ".join(m["content"] for m in narrator_server.bodies("/api/chat")[-1]["messages"])
+    prompt = " ".join(m["content"] for m in narration(narrator_server)[-1]["messages"])
     assert "ABANDONED-CANARY" not in prompt and "grimoire" not in prompt
 
 

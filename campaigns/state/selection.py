@@ -1,0 +1,107 @@
+"""Which parts of the state the narrator needs this turn (seed 000 §7), as plain lines.
+
+Always: the protagonist, the current location and scene, who is present and
+their key conditions, and any initial canon the story has overturned.
+Conditionally: what the characters in the scene hold and feel about each
+other, the facts about them, open threads, and anything named in the
+player's input or the last reply. Pure: a State and some text in, lines out.
+"""
+
+import re
+from dataclasses import dataclass, field
+
+from .reading import PROTAGONIST
+
+# Enough for a busy scene (a dozen characters with their items, relations and
+# facts) in roughly 1,000 tokens; beyond it the lines are reported as left out.
+MAX_LINES = 60
+
+# Names shorter than this ("I", "me", "Al") match inside ordinary words and
+# pronouns too often to mean that the entity was mentioned.
+MIN_NAME = 3
+
+
+@dataclass(frozen=True)
+class Line:
+    slot: str
+    kind: str
+    text: str
+    authority: str
+    narrator_only: bool
+    provenance: str
+    record_id: int | None
+
+
+@dataclass
+class Selection:
+    protagonist: str
+    location: str
+    scene: str
+    lines: list[Line] = field(default_factory=list)
+    superseded: list[Line] = field(default_factory=list)
+    dropped: list[Line] = field(default_factory=list)
+
+
+def mentioned(state, text):
+    """Return the keys of the entities named (by name or alias) in ``text``."""
+    names = sorted((n for n in state.names if len(n) >= MIN_NAME), key=len, reverse=True)
+    if not names or not text:
+        return set()
+    pattern = re.compile(r"\b(" + "|".join(re.escape(n) for n in names) + r")\b")
+    return {state.names[match] for match in pattern.findall(text.lower())}
+
+
+def select(state, text, *, limit=MAX_LINES):
+    """Return the Selection of ``state`` relevant to a turn whose action and last reply are ``text``."""
+    scene = state.scene()
+    place = (scene.data.get("location") if scene else "") or state.location_of(PROTAGONIST)
+    present = [key for key in state.present() if key != PROTAGONIST]
+    named = mentioned(state, text)
+    focus = {PROTAGONIST, *present, *named} | ({place} if place else set())
+    protagonist = state.entity(PROTAGONIST)
+    selection = Selection(
+        protagonist=protagonist.data.get("description") or protagonist.value,
+        location=state.name_of(place) if place else "",
+        scene=scene.value if scene else "",
+    )
+    kinds = {}
+    for record in state.slots.values():
+        kinds.setdefault(record.kind, []).append(record)
+    newest_first = sorted(kinds.get("fact", []) + kinds.get("thread", []), key=lambda r: -r.depth)
+    candidates = []
+    for key in present:
+        candidates.append(_line(state.slots[f"location:{key}"], f"{state.name_of(key)} is present."))
+    for key in sorted(focus - {PROTAGONIST}, key=state.name_of):
+        entity = state.entity(key)
+        if entity and entity.data.get("description"):
+            candidates.append(_line(entity, f"{entity.value} ({entity.data.get('kind')}): {entity.data['description']}"))
+    for record in kinds.get("condition", []):
+        if record.subject in focus:
+            candidates.append(_line(record, f"{state.name_of(record.subject)} is {record.value}."))
+    for record in kinds.get("holder", []):
+        if record.value and (record.value in focus or record.subject in focus):
+            candidates.append(_line(record, f"{state.name_of(record.value)} possesses {state.name_of(record.subject)}."))
+    for record in kinds.get("location", []):
+        if record.subject in named and record.subject not in present and record.subject != PROTAGONIST:
+            where = state.name_of(record.value) if record.value else "elsewhere"
+            candidates.append(_line(record, f"{state.name_of(record.subject)} is at {where}."))
+    for record in kinds.get("relationship", []):
+        other = record.data.get("object", "")
+        if record.subject in focus or other in focus:
+            candidates.append(_line(record, f"{state.name_of(record.subject)} → {state.name_of(other)}: {record.value}"))
+    # Newest first, so what a long story has just established survives the limit.
+    for record in newest_first:
+        if record.kind == "fact" and (not record.subject or record.subject in focus):
+            candidates.append(_line(record, record.value))
+        elif record.kind == "thread" and record.data.get("status") == "open":
+            candidates.append(_line(record, f"Open thread: {record.value}"))
+    selection.lines = candidates[:limit]
+    selection.dropped = candidates[limit:]
+    for record in kinds.get("superseded_canon", []):
+        now = f" The current state: {record.value}" if record.value else ""
+        selection.superseded.append(_line(record, f"\"{record.data.get('canon', '')}\" no longer holds.{now}"))
+    return selection
+
+
+def _line(record, text):
+    return Line(record.slot, record.kind, text, record.authority, record.narrator_only, record.provenance, record.id)

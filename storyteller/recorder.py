@@ -1,0 +1,184 @@
+"""The recorder: after a turn is accepted, ask the model what changed, as typed state events.
+
+The reply itself never changes the state, however it is worded ("Mara is
+dead" is prose until an event says so and passes validation). The model sees
+the state the turn started from and the turn, and answers JSON constrained by
+``SCHEMA`` (Ollama ``format``, OpenAI ``response_format``, a grammar for the
+built-in narrator); ``campaigns.state.apply_events`` validates and writes.
+
+A failure — server down, timeout, text that is not JSON, JSON of the wrong
+shape, even a failed write — is recorded on the reply's RecorderRun after the
+failed work rolled back, and never touches the accepted turn; the next turn
+simply uses the last applied state, and the person can retry.
+"""
+
+import asyncio
+import logging
+from dataclasses import dataclass
+
+from channels.db import database_sync_to_async
+from django.conf import settings
+
+from campaigns import lineage
+from campaigns import state as story_state
+from campaigns.models import Campaign, Node, RecorderRun
+from campaigns.state import selection
+
+from . import llm
+
+logger = logging.getLogger(__name__)
+
+# A batch of twenty events is about 600 tokens of JSON; a reply that needs
+# more than that is describing, not recording.
+MAX_TOKENS = 800
+
+# Past this many entities the recorder is shown only those in the scene or
+# named in the turn: the full list would cost more tokens than the turn itself.
+MAX_LISTED = 60
+
+# The same patience as a narration (llm.base.READ_TIMEOUT): a 3B model on a
+# laptop CPU can take a minute to read a long prompt.
+DEFAULT_TIMEOUT = 120.0
+
+SCHEMA = {
+    "type": "object",
+    "properties": {
+        "events": {
+            "type": "array",
+            "items": {
+                "type": "object",
+                "properties": {
+                    "type": {"enum": list(story_state.RECORDER_TYPES)},
+                    "subject": {"type": "string"},
+                    "object": {"type": "string"},
+                    "value": {"type": "string"},
+                    "narrator_only": {"type": "boolean"},
+                },
+                "required": ["type", "subject", "object", "value", "narrator_only"],
+            },
+        },
+    },
+    "required": ["events"],
+}
+
+RULES = """You keep the record of an interactive story. Read the latest turn and list, as JSON events, only the changes to the story state that the turn clearly establishes. Record nothing that is merely said, feared, planned or guessed, and nothing already in the state. Use the exact names from the state; introduce any new person, place, item or faction before other events name it.
+
+Event types (subject / object / value):
+- introduce: name / kind (character, place, item or faction) / a one-line description
+- move: who / place / ""
+- arrive: who / place (or "" for the scene's place) / ""
+- leave: who / place they go to (or "") / ""
+- acquire: who / item / ""      lose: who / item / ""      give: giver / item / receiver
+- add_fact: who it is about (or "") / the fact it replaces (or "") / the fact, one sentence
+- retract_fact: "" / "" / the exact fact that is no longer true
+- relationship: one / the other / how the first now stands towards the other
+- open_thread: "" / "" / the unresolved question or goal      resolve_thread: "" / outcome / the exact thread
+- set_condition: who / "" / their condition now (wounded, asleep, ...)
+- scene: "" / place (or "") / one line saying where the scene stands now
+Set narrator_only to true only for something the protagonist does not know.
+Answer {"events": []} when nothing changed."""
+
+
+@dataclass(frozen=True)
+class _Job:
+    node: Node
+    narrator: object
+    messages: list
+    options: llm.ChatOptions
+    attempt: int
+
+
+async def record(node_id):
+    """Record the state events of reply ``node_id``; return the RecorderRun status, or None if already recorded."""
+    job = await database_sync_to_async(_prepare)(node_id)
+    if job is None:
+        return None
+    model = job.narrator.model
+    try:
+        reply = await asyncio.wait_for(job.narrator.complete_json(job.messages, SCHEMA, job.options), _timeout())
+        events = _events_of(reply, model)
+        await database_sync_to_async(story_state.apply_events)(
+            job.node, events, source="recorder", attempt=job.attempt, model=model
+        )
+    except Exception as error:  # noqa: BLE001 — whatever failed, the turn stands and the failure is recorded
+        if not isinstance(error, (llm.NarratorError, TimeoutError)):
+            logger.exception("the recorder failed for node %s", node_id)
+        await database_sync_to_async(story_state.record_failure)(
+            job.node, _describe(error, model), attempt=job.attempt, model=model
+        )
+        return RecorderRun.Status.FAILED
+    return RecorderRun.Status.APPLIED
+
+
+def _prepare(node_id):
+    node = Node.objects.filter(pk=node_id, role=Node.Role.NARRATOR).first()
+    if node is None:
+        return None
+    run = RecorderRun.objects.filter(node=node).first()
+    if run is not None and run.status == RecorderRun.Status.APPLIED:
+        return None
+    campaign = Campaign.objects.get(pk=node.campaign_id)
+    path = lineage.path_at(campaign.pk, node.branch_id, node.depth)
+    turn = {n.depth: n for n in path.nodes().filter(depth__gte=node.depth - 1)}
+    before = path.capped(node.depth - 2)
+    state = story_state.state_at(before, campaign)
+    player = turn.get(node.depth - 1)
+    messages = [
+        {"role": "system", "content": RULES},
+        {"role": "user", "content": _prompt(state, player, node)},
+    ]
+    options = llm.ChatOptions(num_predict=MAX_TOKENS, num_ctx=campaign.context_token_budget, temperature=0.0)
+    narrator = llm.narrator_for(campaign.narrator_model or None)
+    return _Job(node, narrator, messages, options, attempt=(run.attempts if run else 0) + 1)
+
+
+def _prompt(state, player, node):
+    """Return what the recorder reads: the state the turn started from, then the turn."""
+    text = f"{player.text if player else ''}\n{node.text}"
+    chosen = selection.select(state, text)
+    entities = state.entities()
+    if len(entities) > MAX_LISTED:
+        focus = selection.mentioned(state, text) | set(state.present()) | {story_state.PROTAGONIST}
+        entities = [state.entity(key) for key in focus]
+    entities.sort(key=lambda record: record.value)
+    lines = ["Known entities (name — kind — aliases):"]
+    lines += [f"- {e.value} — {e.data.get('kind')} — {', '.join(e.data.get('aliases', [])) or 'none'}"
+              for e in entities]
+    lines.append(f"Protagonist: {state.name_of(story_state.PROTAGONIST)}")
+    if chosen.location:
+        lines.append(f"Location: {chosen.location}")
+    if chosen.scene:
+        lines.append(f"Scene: {chosen.scene}")
+    lines += ["Current state:", *[f"- {line.text}" for line in chosen.lines]]
+    holding = [f"- {rule.text}" for rule in state.canon if rule.scope == "initial" and not state.superseded(rule.id)]
+    if holding:
+        lines += ["Initial canon that still holds (retract or replace it by its exact text if the story changes it):",
+                  *holding]
+    lines += ["", "The turn to record:"]
+    if player is not None:
+        lines.append(f"Player ({player.mode}): {player.text}")
+    lines.append(f"Narrator: {node.text}")
+    return "\n".join(lines)
+
+
+def _events_of(reply, model):
+    events = reply.get("events")
+    if not isinstance(events, list):
+        raise llm.NarratorError(
+            f"The model {model} answered JSON without an \"events\" list ({str(reply)[:80]}), "
+            "so nothing was recorded. Retry, or choose a larger narrator model."
+        )
+    return events
+
+
+def _describe(error, model):
+    if isinstance(error, TimeoutError):
+        return (f"The model {model} did not finish recording within {_timeout():g} s. "
+                "Retry when the server is less busy, or raise STORYTELLER_RECORDER_TIMEOUT.")
+    if isinstance(error, llm.NarratorError):
+        return str(error)
+    return f"Recording failed ({type(error).__name__}: {error}); nothing was written. Retry."
+
+
+def _timeout():
+    return getattr(settings, "STORYTELLER_RECORDER_TIMEOUT", DEFAULT_TIMEOUT)
