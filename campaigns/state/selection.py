@@ -67,7 +67,7 @@ def select(state, text, *, limit=MAX_LINES):
     kinds = {}
     for record in state.slots.values():
         kinds.setdefault(record.kind, []).append(record)
-    newest_first = sorted(kinds.get("fact", []) + kinds.get("thread", []), key=lambda r: -r.depth)
+    newest_first = sorted(kinds.get("fact", []) + kinds.get("thread", []), key=lambda r: (-r.depth, -(r.id or 0)))
     candidates = []
     for key in present:
         candidates.append(_line(state.slots[f"location:{key}"], f"{state.name_of(key)} is present."))
