@@ -86,6 +86,17 @@ def import_source(campaign, filename, data, classification, *, hidden=False, alw
     return source
 
 
+def restore_source(campaign, *, text, filename, content_hash, **fields):
+    """Recreate an exported source from its stored text, inside the caller's transaction (campaign import)."""
+    source = Source.objects.create(campaign=campaign, text=text, filename=filename, content_hash=content_hash,
+                                   lexical_state=Source.IndexState.READY, **fields)
+    _write_passages(source, chunking.chunk(text, markdown=EXTENSIONS.get(PurePath(filename).suffix.lower(), True)))
+    if (source.parser_version, source.chunking_version) != (chunking.PARSER_VERSION, chunking.CHUNKING_VERSION):
+        source.parser_version, source.chunking_version = chunking.PARSER_VERSION, chunking.CHUNKING_VERSION
+        source.save(update_fields=["parser_version", "chunking_version"])
+    return source
+
+
 def check_size(name, size):
     """Raise ImportRefused when a file of ``size`` bytes is over the limit (before reading it all)."""
     if size > MAX_BYTES:

@@ -10,9 +10,10 @@ from django.contrib.auth import login, logout
 from django.contrib.auth.decorators import login_required
 from django.contrib.auth import get_user_model
 from django.db import transaction
-from django.http import Http404
+from django.http import Http404, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.utils.encoding import force_str
+from django.utils.text import slugify
 from django.utils.http import urlsafe_base64_decode
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 from django_htmx.http import HttpResponseClientRedirect
@@ -21,7 +22,7 @@ from campaigns import lineage, story
 from campaigns.forms import CampaignForm, CanonRuleFormSet, EditCampaignForm, SavePointForm
 from campaigns.models import Branch, Campaign, Node, SavePoint
 
-from . import llm, signin
+from . import bundle, llm, signin
 
 # The play page shows the newest part of the lineage; the rest is a link away.
 STORY_WINDOW = 120
@@ -237,6 +238,36 @@ def choose_model(request, pk):
     campaign.save(update_fields=["narrator_model", "updated_at"])
     info = llm.describe_model(campaign.narrator_model or None)
     return render(request, "storyteller/_campaign_model.html", {"campaign": campaign, "info": info})
+
+
+@login_required
+@require_GET
+def export_campaign(request, pk):
+    campaign = _get_campaign_for_user(request, pk)
+    zipped = request.GET.get("zip") == "1"
+    response = HttpResponse(bundle.dumps(campaign, zipped=zipped),
+                            content_type="application/zip" if zipped else "application/json")
+    name = slugify(campaign.title) or f"campaign-{campaign.pk}"
+    response["Content-Disposition"] = f'attachment; filename="{name}.storyteller.{"zip" if zipped else "json"}"'
+    return response
+
+
+@login_required
+@require_POST
+def import_campaign(request):
+    upload = request.FILES.get("bundle")
+    try:
+        if upload is None:
+            raise bundle.BundleRefused("Choose a campaign bundle (.json or .zip) to import.")
+        if upload.size > bundle.MAX_BYTES:
+            raise bundle.BundleRefused(f"The file is {upload.size:,} bytes; at most {bundle.MAX_BYTES:,} can be "
+                                       "imported.")
+        campaign = bundle.import_bundle(request.user, upload.read())
+    except bundle.BundleRefused as refusal:
+        campaigns = Campaign.objects.filter(owner=request.user)
+        return render(request, "campaigns/campaign_list.html", {"campaigns": campaigns, "import_error": str(refusal)},
+                      status=400)
+    return redirect("play", campaign.pk)
 
 
 @require_GET
