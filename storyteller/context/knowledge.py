@@ -12,6 +12,7 @@ sit. Everything here is read-only.
 
 from dataclasses import dataclass
 
+from campaigns import state
 from knowledge import retrieval
 from knowledge.models import Passage, Source
 
@@ -66,18 +67,27 @@ class Item:
     cost: int
 
 
-def query_for(campaign, path, action, *, scene="", names=()):
+def query_for(campaign, path, action):
     """Return the retrieval Query for this turn: the player's input plus the scene.
 
-    The scene is what the authoritative state says when given; otherwise the
-    latest reply on the path. ``names`` are the standing entities (the
-    protagonist first) whose names do not admit a passage on their own.
+    The scene is the authoritative state's: its summary, its place and who is
+    there. Before the state has recorded a scene, the latest reply stands in
+    for it. Every entity the state knows is a standing name: mentioned alone,
+    it does not admit a passage.
     """
-    if not scene:
-        scene = path.nodes().order_by("-depth").exclude(role="player").values_list("text", flat=True).first() or ""
-    protagonist = campaign.protagonist.split(",")[0].strip()
-    text = "\n".join(part for part in [action.text.strip(), action.direction.strip(), scene.strip()] if part)
-    return retrieval.Query(text, tuple(name for name in [protagonist, *names] if name))
+    current = state.state_at(path, campaign)
+    scene = current.scene()
+    place = (scene.data.get("location", "") if scene else "") or current.location_of(state.PROTAGONIST)
+    present = [current.name_of(key) for key in current.present() if key != state.PROTAGONIST]
+    if scene:
+        setting = scene.value
+    else:
+        setting = path.nodes().order_by("-depth").exclude(role="player").values_list("text", flat=True).first() or ""
+    parts = [action.text, action.direction, setting, current.name_of(place) if place else "", *present]
+    text = "\n".join(part.strip() for part in parts if part and part.strip())
+    standing = [current.name_of(state.PROTAGONIST), *(record.value for record in current.entities()
+                                                      if record.subject != state.PROTAGONIST)]
+    return retrieval.Query(text, tuple(standing))
 
 
 def has_knowledge(campaign):

@@ -2,7 +2,7 @@
 
 import pytest
 
-from campaigns import lineage
+from campaigns import lineage, state
 from knowledge.models import Source
 from storyteller import context, tokens
 from storyteller.context import Action, ContextOverflow
@@ -190,9 +190,29 @@ def test_the_report_lists_each_passage_with_scores_and_reason(library, campaign)
     assert warp["lexical"] > 0 and "matched" in warp["reason"] and warp["tokens"] > 0
 
 
-def test_the_query_uses_the_input_and_the_latest_reply(library, campaign):
+def test_before_the_state_has_a_scene_the_query_is_the_input_and_the_latest_reply(library, campaign):
     act(campaign, "enter the tavern", "Mara wipes the bar of the Crooked Lantern beneath the cracked teapots.")
     campaign.refresh_from_db()
     query = context.knowledge_query(campaign, lineage.path_of(campaign), Action(mode="do", text="I sit down"))
     assert "I sit down" in query.text and "cracked teapots" in query.text
-    assert query.standing_names[0] == "Aldric"
+    assert query.standing_names == ("Aldric",)
+
+
+def test_the_query_takes_the_scene_place_and_people_from_the_authoritative_state(library, campaign):
+    act(campaign, "enter the tavern", "A reply that mentions nothing useful.")
+    node = campaign.nodes.get(depth=2)
+    events = state.apply_events(node, [
+        {"type": "introduce", "subject": "Mara", "object": "character"},
+        {"type": "introduce", "subject": "Crooked Lantern", "object": "place"},
+        {"type": "introduce", "subject": "Captain Vale", "object": "character"},
+        {"type": "scene", "value": "Evening at the bar, rain outside", "object": "Crooked Lantern"},
+        {"type": "move", "subject": "Mara", "object": "Crooked Lantern"},
+    ], source="recorder")
+    assert {event.status for event in events} == {"applied"}
+    campaign.refresh_from_db()
+    query = context.knowledge_query(campaign, lineage.path_of(campaign), Action(mode="do", text="I sit down"))
+    assert "Evening at the bar" in query.text and "Crooked Lantern" in query.text and "Mara" in query.text
+    assert "nothing useful" not in query.text and "Captain Vale" not in query.text, "only who is in the scene"
+    assert set(query.standing_names) == {"Aldric", "Mara", "Crooked Lantern", "Captain Vale"}
+    used = build(campaign, "I sit down").report["knowledge"]["used"]
+    assert any(entry["filename"] == "canon.md" and "lantern" in entry["terms"] for entry in used)
