@@ -1,6 +1,7 @@
 from django import forms
 
 from .models import Campaign, CanonRule, Node
+from .state.events import CORRECTION_TYPES, MAX_TEXT
 
 
 class CampaignForm(forms.ModelForm):
@@ -43,10 +44,25 @@ class EditCampaignForm(CampaignForm):
         fields = [f for f in CampaignForm.Meta.fields if f != "opening"]
 
 
+class CanonRuleForm(forms.ModelForm):
+    class Meta:
+        model = CanonRule
+        fields = ["text", "scope", "enabled", "position"]
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        # A rule is always true unless someone says it only describes the start.
+        self.fields["scope"].required = False
+
+    def clean_scope(self):
+        return self.cleaned_data["scope"] or CanonRule.Scope.INVARIANT
+
+
 CanonRuleFormSet = forms.inlineformset_factory(
     Campaign,
     CanonRule,
-    fields=["text", "enabled", "position"],
+    form=CanonRuleForm,
+    fields=["text", "scope", "enabled", "position"],
     extra=2,
     # Rules are disabled rather than deleted, so what earlier prompts relied on stays explainable.
     can_delete=False,
@@ -68,3 +84,14 @@ class ActionForm(forms.Form):
 
 class SavePointForm(forms.Form):
     name = forms.CharField(max_length=100, strip=True)
+
+
+class CorrectionForm(forms.Form):
+    """One correction of the story state; what it means is checked by the event pipeline, not here."""
+
+    type = forms.ChoiceField(choices=[(name, name) for name in CORRECTION_TYPES])
+    subject = forms.CharField(required=False, max_length=MAX_TEXT, strip=True)
+    object = forms.CharField(required=False, max_length=MAX_TEXT, strip=True)
+    value = forms.CharField(required=False, max_length=MAX_TEXT, strip=True)
+    aliases = forms.CharField(required=False, max_length=MAX_TEXT, strip=True)
+    narrator_only = forms.BooleanField(required=False)

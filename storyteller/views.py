@@ -4,14 +4,14 @@ Views parse, call one function, render. Every campaign is fetched through
 ``_get_campaign_for_user`` so another person's campaign is a 404.
 """
 
-from asgiref.sync import async_to_sync
+from asgiref.sync import async_to_sync, sync_to_async
 from channels.layers import get_channel_layer
 from django.contrib.auth import login, logout
 from django.contrib.auth.decorators import login_required
 from django.contrib.auth import get_user_model
 from django.db import transaction
 from django.http import Http404, HttpResponse
-from django.shortcuts import get_object_or_404, redirect, render
+from django.shortcuts import aget_object_or_404, get_object_or_404, redirect, render
 from django.utils.encoding import force_str
 from django.utils.text import slugify
 from django.utils.http import urlsafe_base64_decode
@@ -19,10 +19,11 @@ from django.views.decorators.http import require_GET, require_http_methods, requ
 from django_htmx.http import HttpResponseClientRedirect
 
 from campaigns import lineage, story
+from campaigns import views as campaign_views
 from campaigns.forms import CampaignForm, CanonRuleFormSet, EditCampaignForm, SavePointForm
 from campaigns.models import Branch, Campaign, Node, SavePoint
 
-from . import bundle, llm, signin
+from . import bundle, llm, postturn, signin
 
 # The play page shows the newest part of the lineage; the rest is a link away.
 STORY_WINDOW = 120
@@ -291,3 +292,13 @@ def login_with_link(request, uidb64, token):
 def logout_view(request):
     logout(request)
     return redirect("login")
+
+
+@login_required
+@require_POST
+async def retry_recording(request, pk, node_pk):
+    """Run the recorder again for a reply whose recording failed (or is still pending); return the state panel."""
+    user = await request.auser()
+    node = await aget_object_or_404(Node, pk=node_pk, campaign__pk=pk, campaign__owner=user, role=Node.Role.NARRATOR)
+    await postturn.schedule(node.campaign_id, node.pk)
+    return await sync_to_async(campaign_views.render_state_panel)(request, await Campaign.objects.aget(pk=pk))

@@ -74,33 +74,57 @@ def select(state, text, *, limit=MAX_LINES):
     for key in sorted(focus - {PROTAGONIST}, key=state.name_of):
         entity = state.entity(key)
         if entity and entity.data.get("description"):
-            candidates.append(_line(entity, f"{entity.value} ({entity.data.get('kind')}): {entity.data['description']}"))
+            candidates.append(_line(entity, describe(state, entity)))
     for record in kinds.get("condition", []):
         if record.subject in focus:
-            candidates.append(_line(record, f"{state.name_of(record.subject)} is {record.value}."))
+            candidates.append(_line(record, describe(state, record)))
     for record in kinds.get("holder", []):
         if record.value and (record.value in focus or record.subject in focus):
-            candidates.append(_line(record, f"{state.name_of(record.value)} possesses {state.name_of(record.subject)}."))
+            candidates.append(_line(record, describe(state, record)))
     for record in kinds.get("location", []):
         if record.subject in named and record.subject not in present and record.subject != PROTAGONIST:
-            where = state.name_of(record.value) if record.value else "elsewhere"
-            candidates.append(_line(record, f"{state.name_of(record.subject)} is at {where}."))
+            candidates.append(_line(record, describe(state, record)))
     for record in kinds.get("relationship", []):
-        other = record.data.get("object", "")
-        if record.subject in focus or other in focus:
-            candidates.append(_line(record, f"{state.name_of(record.subject)} → {state.name_of(other)}: {record.value}"))
+        if record.subject in focus or record.data.get("object", "") in focus:
+            candidates.append(_line(record, describe(state, record)))
     # Newest first, so what a long story has just established survives the limit.
     for record in newest_first:
         if record.kind == "fact" and (not record.subject or record.subject in focus):
-            candidates.append(_line(record, record.value))
+            candidates.append(_line(record, describe(state, record)))
         elif record.kind == "thread" and record.data.get("status") == "open":
-            candidates.append(_line(record, f"Open thread: {record.value}"))
+            candidates.append(_line(record, describe(state, record)))
     selection.lines = candidates[:limit]
     selection.dropped = candidates[limit:]
     for record in kinds.get("superseded_canon", []):
-        now = f" The current state: {record.value}" if record.value else ""
-        selection.superseded.append(_line(record, f"\"{record.data.get('canon', '')}\" no longer holds.{now}"))
+        selection.superseded.append(_line(record, describe(state, record)))
     return selection
+
+
+def describe(state, record):
+    """Return one record as the line the narrator and the state panel read."""
+    name = state.name_of
+    if record.kind == "entity":
+        description = record.data.get("description")
+        return f"{record.value} ({record.data.get('kind')})" + (f": {description}" if description else "")
+    if record.kind == "condition":
+        return f"{name(record.subject)} is {record.value}."
+    if record.kind == "holder":
+        return f"{name(record.value)} possesses {name(record.subject)}." if record.value else \
+            f"Nobody has {name(record.subject)}."
+    if record.kind == "location":
+        return f"{name(record.subject)} is at {name(record.value) if record.value else 'an unknown place'}."
+    if record.kind == "relationship":
+        return f"{name(record.subject)} → {name(record.data.get('object', ''))}: {record.value}"
+    if record.kind == "thread":
+        status = "Open thread" if record.data.get("status") == "open" else "Resolved thread"
+        outcome = record.data.get("outcome")
+        return f"{status}: {record.value}" + (f" ({outcome})" if outcome else "")
+    if record.kind == "superseded_canon":
+        now = f" The current state: {record.value}" if record.value else ""
+        return f"\"{record.data.get('canon', '')}\" no longer holds.{now}"
+    if record.kind == "scene":
+        return record.value
+    return record.value
 
 
 def _line(record, text):

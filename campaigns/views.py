@@ -1,0 +1,113 @@
+"""The state panel and a reply's state events: see what is true now, and correct it.
+
+Every change made here is a typed correction event (``state.correct``): it
+keeps who changed what from what, and it is validated like anything the
+recorder proposes. The panel is one fragment, served alone to htmx and inside
+a page otherwise, and re-rendered after every change.
+"""
+
+from django.contrib.auth.decorators import login_required
+from django.shortcuts import get_object_or_404, render
+from django.views.decorators.http import require_GET, require_POST
+
+from . import lineage, state
+from .forms import CorrectionForm
+from .models import Campaign, Node, RecorderRun, StateEvent
+from .state.selection import describe
+
+# The panel's sections, in reading order, with the record kinds they show.
+PANEL_GROUPS = [
+    ("Where everyone is", "location"),
+    ("Possessions", "holder"),
+    ("Relationships", "relationship"),
+    ("Conditions", "condition"),
+    ("Facts", "fact"),
+    ("Threads", "thread"),
+]
+
+
+def _get_campaign_for_user(request, pk):
+    return get_object_or_404(Campaign, pk=pk, owner=request.user)
+
+
+def state_panel_context(campaign, *, message="", error=""):
+    """Return what ``campaigns/_state_panel.html`` renders: the head's state and its recording status."""
+    path = lineage.path_of(campaign)
+    now = state.state_at(path, campaign)
+    head = path.nodes().filter(depth=campaign.head_depth).first()
+    run = RecorderRun.objects.filter(node=head).first() if head and head.role == Node.Role.NARRATOR else None
+    groups = []
+    for title, kind in PANEL_GROUPS:
+        rows = [_row(now, record) for record in now.of_kind(kind)]
+        groups.append({"title": title, "kind": kind, "rows": sorted(rows, key=lambda row: row["text"].lower())})
+    entities = sorted((_row(now, record) for record in now.entities()), key=lambda row: row["record"].value.lower())
+    scene = now.scene()
+    return {
+        "campaign": campaign,
+        "head": head,
+        "recording": _recording(head, run),
+        "run": run,
+        "protagonist": now.entity(state.PROTAGONIST),
+        "location": now.name_of(scene.data.get("location")) if scene and scene.data.get("location") else "",
+        "scene": scene,
+        "entities": entities,
+        "groups": groups,
+        "superseded": [_row(now, record) for record in now.of_kind("superseded_canon")],
+        "kinds": state.ENTITY_KINDS,
+        "state_message": message,
+        "state_error": error,
+    }
+
+
+def _row(now, record):
+    subject = now.name_of(record.subject) if record.kind == "fact" and record.subject else ""
+    return {"record": record, "text": describe(now, record), "subject": subject}
+
+
+def _recording(head, run):
+    if head is None or head.role != Node.Role.NARRATOR:
+        return "none"
+    return run.status if run else "pending"
+
+
+def render_state_panel(request, campaign, **extra):
+    """Return the panel fragment for htmx, or the state page around it."""
+    campaign.refresh_from_db()
+    context = state_panel_context(campaign, **extra)
+    template = "campaigns/_state_panel.html" if request.htmx else "campaigns/state.html"
+    return render(request, template, context)
+
+
+@login_required
+@require_GET
+def state_panel(request, pk):
+    return render_state_panel(request, _get_campaign_for_user(request, pk))
+
+
+@login_required
+@require_POST
+def state_correct(request, pk):
+    campaign = _get_campaign_for_user(request, pk)
+    form = CorrectionForm(request.POST)
+    if not form.is_valid():
+        problems = "; ".join(f"{field}: {' '.join(errors)}" for field, errors in form.errors.items())
+        return render_state_panel(request, campaign, error=f"Nothing was changed ({problems}).")
+    event = state.correct(campaign, request.user, form.cleaned_data)
+    if event.status == StateEvent.Status.REJECTED:
+        return render_state_panel(request, campaign, error=f"Nothing was changed: {event.reason}.")
+    return render_state_panel(request, campaign, message="Corrected. The narrator sees it from the next turn.")
+
+
+@login_required
+@require_GET
+def state_events(request, pk, node_pk):
+    campaign = _get_campaign_for_user(request, pk)
+    node = get_object_or_404(Node, pk=node_pk, campaign=campaign)
+    context = {
+        "campaign": campaign,
+        "node": node,
+        "run": RecorderRun.objects.filter(node=node).first(),
+        "events": StateEvent.objects.filter(node=node).select_related("author"),
+    }
+    template = "campaigns/_state_events.html" if request.htmx else "campaigns/state_events.html"
+    return render(request, template, context)

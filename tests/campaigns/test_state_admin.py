@@ -1,0 +1,42 @@
+"""The admin: corrections go through the typed event pipeline, state rows are never edited directly."""
+
+from django.urls import reverse
+
+from campaigns.models import StateEvent, StateRecord
+from tests.campaigns.test_lineage import act
+from tests.campaigns.test_state import ev, record, state
+
+
+def test_a_correction_added_in_the_admin_is_a_typed_event_with_its_author(admin_client, admin_user, campaign):
+    response = admin_client.post(reverse("admin:campaigns_stateevent_add"), {
+        "campaign": campaign.pk, "type": "entity", "subject": "Mara", "object": "character",
+        "aliases": "the archivist", "value": "an archivist",
+    })
+    assert response.status_code == 302
+    event = StateEvent.objects.get()
+    assert (event.source, event.status, event.author) == ("correction", "applied", admin_user)
+    assert state(campaign).resolve("the archivist") == "mara"
+
+
+def test_a_rejected_admin_correction_says_why(admin_client, campaign):
+    response = admin_client.post(reverse("admin:campaigns_stateevent_add"), {
+        "campaign": campaign.pk, "type": "add_fact", "value": "Magic can resurrect the dead.",
+    }, follow=True)
+    assert "The correction was rejected: contradicts campaign canon" in response.content.decode()
+
+
+def test_state_rows_are_read_only_and_retracted_through_a_correction(admin_client, campaign):
+    act(campaign, "look", "Mara is here.")
+    record(campaign, ev("introduce", "Mara", "character"))
+    row = StateRecord.objects.get(slot="entity:mara")
+    assert admin_client.get(reverse("admin:campaigns_staterecord_changelist")).status_code == 200
+    assert admin_client.post(reverse("admin:campaigns_staterecord_delete", args=[row.pk]), {"post": "yes"}).status_code == 403
+    admin_client.post(reverse("admin:campaigns_staterecord_changelist"),
+                      {"action": "make_narrator_only", "_selected_action": [row.pk]})
+    assert state(campaign).entity("mara").narrator_only
+    admin_client.post(reverse("admin:campaigns_staterecord_changelist"),
+                      {"action": "retract", "_selected_action": [row.pk]})
+    assert state(campaign).entity("mara") is None
+    assert StateRecord.objects.filter(slot="entity:mara").count() == 3, "every change is a new row"
+    for name in ("stateevent", "recorderrun"):
+        assert admin_client.get(reverse(f"admin:campaigns_{name}_changelist")).status_code == 200
