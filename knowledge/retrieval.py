@@ -11,14 +11,15 @@ it orders what matched and never rescues what did not.
 FTS5 and the vectors, always within one campaign, and never writes.
 """
 
+import functools
 import re
 import threading
+import unicodedata
 from dataclasses import dataclass, field
 
 import numpy as np
 from asgiref.sync import async_to_sync
 from django.db import connection
-from django.db.models import Count, Max
 
 from storyteller import llm
 
@@ -52,6 +53,21 @@ SINGLE_TERM_MIN_SHARE = 0.25
 # Lexical candidates read per query, best bm25 first. Admission and the
 # budget keep far fewer; this only bounds the work on a large library.
 LEXICAL_CANDIDATES = 40
+
+# FTS5 ranks this many of its matches before the campaign's conditions are
+# applied (four times what is kept, for disabled sources and other
+# campaigns); joining every match first cost 60 ms of the 110 ms a lexical
+# retrieval took over 20,000 passages (bench "knowledge").
+FTS_WINDOW = 160
+
+# Admitted passages returned, best first. A knowledge budget of a third of
+# what an 8,192-token window leaves holds about eight passages; twenty
+# leaves the inspector plenty to show as "no budget for".
+MAX_HITS = 20
+
+# The player's words come first in the query, then the scene: a long reply
+# standing in for the scene adds terms whose only effect is cost.
+MAX_QUERY_TERMS = 32
 
 _WORD = re.compile(r"[^\W_]+(?:['’][^\W_]+)*")
 STOPWORDS = frozenset("""
@@ -193,7 +209,7 @@ def embed_query(campaign, query):
 
 def retrieve(campaign, query, *, exclude_always_included=True):
     """Return the Retrieval for ``query`` in ``campaign``: enabled, ready sources of this campaign only."""
-    query_terms = meaningful_terms(query.text)
+    query_terms = meaningful_terms(query.text)[:MAX_QUERY_TERMS]
     standing_terms = frozenset(term for name in query.standing_names for term in meaningful_terms(name))
     sources = Source.objects.filter(campaign=campaign, enabled=True)
     if exclude_always_included:
@@ -201,10 +217,13 @@ def retrieve(campaign, query, *, exclude_always_included=True):
     classes = dict(sources.values_list("id", "classification"))
     candidates = {}
     if query_terms and classes:
-        for passage_id, source_id, score in _lexical(campaign.pk, query_terms, exclude_always_included):
-            candidates[passage_id] = Candidate(passage_id, source_id, classes[source_id], lexical=score)
-        for passage_id, terms in _matched_terms(query_terms, list(candidates)).items():
-            candidates[passage_id] = _replace(candidates[passage_id], terms=frozenset(terms))
+        found = _lexical(campaign.pk, query_terms, exclude_always_included)
+        texts = dict((pk, (heading, text)) for pk, heading, text in
+                     Passage.objects.filter(pk__in=[pk for pk, _, _ in found]).values_list("id", "heading_path", "text"))
+        by_stem = {_stem(term): term for term in query_terms}
+        for passage_id, source_id, score in found:
+            terms = _terms_in(*texts[passage_id], by_stem)
+            candidates[passage_id] = Candidate(passage_id, source_id, classes[source_id], lexical=score, terms=terms)
     floor = semantic_floor(query.model) if query.vector is not None else None
     semantic = {"used": floor is not None, "model": query.model, "floor": floor, "note": query.semantic_note}
     if floor is not None:
@@ -212,8 +231,11 @@ def retrieve(campaign, query, *, exclude_always_included=True):
         for passage_id, source_id, cosine in _semantic(campaign.pk, query, ready, floor):
             existing = candidates.get(passage_id) or Candidate(passage_id, source_id, classes[source_id])
             candidates[passage_id] = _replace(existing, cosine=cosine)
-    hits = rank(list(candidates.values()), query_terms=query_terms, standing_terms=standing_terms, floor=floor)
-    passages = Passage.objects.select_related("source").in_bulk([hit.passage_id for hit in hits])
+    hits = rank(list(candidates.values()), query_terms=query_terms, standing_terms=standing_terms,
+                floor=floor)[:MAX_HITS]
+    # Never the source's text (up to 1 MiB each) nor the vectors: only what a hit shows.
+    passages = (Passage.objects.select_related("source").defer("embedding", "source__text")
+                .in_bulk([hit.passage_id for hit in hits]))
     return Retrieval(query.text, query_terms, hits, semantic, passages)
 
 
@@ -226,35 +248,68 @@ def _replace(candidate, **changes):
 
 
 def _lexical(campaign_id, terms, exclude_always_included):
-    expression = " OR ".join(_quoted(term) for term in terms)
-    sql = f"""
-        SELECT p.id, p.source_id, -bm25(knowledge_passage_fts)
-        FROM knowledge_passage_fts
-        JOIN knowledge_passage p ON p.id = knowledge_passage_fts.rowid
-        JOIN knowledge_source s ON s.id = p.source_id
-        WHERE knowledge_passage_fts MATCH %s AND p.campaign_id = %s AND s.enabled AND s.lexical_state = 'ready'
-              {"AND NOT s.always_include" if exclude_always_included else ""}
-        ORDER BY bm25(knowledge_passage_fts), p.id
-        LIMIT %s
+    """Return [(passage id, source id, -bm25)] best first: this campaign's enabled, indexed passages only.
+
+    FTS5 ranks its own matches first (cheap: no join), then the campaign and
+    source conditions keep what is eligible. When other campaigns' passages
+    crowd the window, the full query with the conditions inside it runs
+    instead, so isolation never costs recall.
     """
+    expression = " OR ".join(_quoted(term) for term in terms)
     with connection.cursor() as cursor:
-        cursor.execute(sql, [expression, campaign_id, LEXICAL_CANDIDATES])
+        cursor.execute(
+            "SELECT rowid, rank FROM knowledge_passage_fts WHERE knowledge_passage_fts MATCH %s "
+            "ORDER BY rank, rowid LIMIT %s", [expression, FTS_WINDOW])
+        ranked = cursor.fetchall()
+        eligible = _eligible(cursor, campaign_id, [pk for pk, _ in ranked], exclude_always_included)
+        found = [(pk, eligible[pk], -rank) for pk, rank in ranked if pk in eligible][:LEXICAL_CANDIDATES]
+        if len(found) == LEXICAL_CANDIDATES or len(ranked) < FTS_WINDOW:
+            return found
+        cursor.execute(f"""
+            SELECT p.id, p.source_id, -bm25(knowledge_passage_fts)
+            FROM knowledge_passage_fts
+            JOIN knowledge_passage p ON p.id = knowledge_passage_fts.rowid
+            JOIN knowledge_source s ON s.id = p.source_id
+            WHERE knowledge_passage_fts MATCH %s AND p.campaign_id = %s AND s.enabled AND s.lexical_state = 'ready'
+                  {"AND NOT s.always_include" if exclude_always_included else ""}
+            ORDER BY bm25(knowledge_passage_fts), p.id
+            LIMIT %s
+        """, [expression, campaign_id, LEXICAL_CANDIDATES])
         return cursor.fetchall()
 
 
-def _matched_terms(terms, passage_ids):
-    """Return {passage id: the query terms it matches}, through FTS5's own tokenizer (so stems agree)."""
+def _eligible(cursor, campaign_id, passage_ids, exclude_always_included):
     if not passage_ids:
         return {}
     ids = ",".join(str(int(pk)) for pk in passage_ids)
-    parts = [f"SELECT rowid, {n} FROM knowledge_passage_fts WHERE knowledge_passage_fts MATCH %s AND rowid IN ({ids})"
-             for n in range(len(terms))]
-    matched = {}
-    with connection.cursor() as cursor:
-        cursor.execute(" UNION ALL ".join(parts), [_quoted(term) for term in terms])
-        for passage_id, n in cursor.fetchall():
-            matched.setdefault(passage_id, set()).add(terms[n])
-    return matched
+    cursor.execute(f"""
+        SELECT p.id, p.source_id FROM knowledge_passage p JOIN knowledge_source s ON s.id = p.source_id
+        WHERE p.id IN ({ids}) AND p.campaign_id = %s AND s.enabled AND s.lexical_state = 'ready'
+              {"AND NOT s.always_include" if exclude_always_included else ""}
+    """, [campaign_id])
+    return dict(cursor.fetchall())
+
+
+def _terms_in(heading, text, by_stem):
+    """Return the query terms (``by_stem``: crude stem -> term) that a passage contains as whole words.
+
+    FTS5 has already said the passage matches; this says which terms, for
+    admission and for the inspector. Asking FTS5 term by term cost 40 ms a
+    query over 20,000 passages; comparing the words of 40 loaded rows, 2.
+    """
+    stems = {_stem(word) for word in _WORD.findall(f"{heading}\n{text}".lower())}
+    return frozenset(term for stem, term in by_stem.items() if stem in stems)
+
+
+@functools.lru_cache(maxsize=65536)
+def _stem(word):
+    """Return a crude stem, enough to map a marked token back to the query word FTS5 matched it for."""
+    word = "".join(c for c in unicodedata.normalize("NFKD", word.lower()) if not unicodedata.combining(c))
+    word = word.replace("’", "'").split("'")[0]
+    for suffix, keep in (("ies", "y"), ("ing", ""), ("ed", ""), ("es", ""), ("s", ""), ("ly", "")):
+        if word.endswith(suffix) and len(word) - len(suffix) >= 3 and not word.endswith("ss"):
+            return word[: -len(suffix)] + keep
+    return word
 
 
 def _quoted(term):
@@ -273,22 +328,22 @@ def _semantic(campaign_id, query, ready_sources, floor):
 
 
 # The campaign's vectors as one normalised float32 matrix, kept between turns:
-# reading 20,000 768-dim vectors out of SQLite costs far more than the 80 ms a
-# hybrid retrieval may take. The stamp (count, newest id, newest vector time)
-# changes whenever a vector is written or a passage deleted, and then the
-# matrix is read again.
+# reading 20,000 768-dim vectors out of SQLite takes about 750 ms, far more
+# than the 80 ms a hybrid retrieval may take. Every write of vectors or
+# passages goes through the importer, which touches the source's updated_at,
+# so the sources' (id, updated_at) pairs say when the matrix is stale.
 _cache = {}
 _cache_lock = threading.Lock()
 
 
 def _vectors(campaign_id, model):
-    rows = Passage.objects.filter(campaign_id=campaign_id, embedding_model=model, embedding__isnull=False)
-    stamp = tuple(rows.aggregate(n=Count("id"), top=Max("id"), at=Max("embedded_at")).values())
+    stamp = tuple(Source.objects.filter(campaign_id=campaign_id).order_by("pk").values_list("pk", "updated_at"))
     key = (campaign_id, model)
     with _cache_lock:
         cached = _cache.get(key)
     if cached and cached[0] == stamp:
         return cached[1]
+    rows = Passage.objects.filter(campaign_id=campaign_id, embedding_model=model, embedding__isnull=False)
     data = list(rows.values_list("id", "source_id", "embedding"))
     if not data:
         value = (np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros((0, 0), np.float32))
