@@ -256,7 +256,14 @@ class StateRecord(models.Model):
 
     class Meta:
         ordering = ["depth", "id"]
-        indexes = [models.Index(fields=["campaign", "branch", "depth"])]
+        indexes = [
+            models.Index(fields=["campaign", "branch", "depth"]),
+            # A turn folds only the slots it needs: found by kind and subject
+            # (or value: who is at a place, who holds what), then read by slot.
+            models.Index(fields=["campaign", "slot", "depth"], name="state_by_slot"),
+            models.Index(fields=["campaign", "kind", "subject"], name="state_by_subject"),
+            models.Index(fields=["campaign", "kind", "value"], name="state_by_value"),
+        ]
 
     def __str__(self):
         return f"{self.slot} = {self.value[:60]}"

@@ -121,8 +121,8 @@ def _prepare(node_id):
     path = lineage.path_at(campaign.pk, node.branch_id, node.depth)
     turn = {n.depth: n for n in path.nodes().filter(depth__gte=node.depth - 1)}
     before = path.capped(node.depth - 2)
-    state = story_state.state_at(before, campaign)
     player = turn.get(node.depth - 1)
+    state = story_state.state_for_turn(before, campaign, f"{player.text if player else ''}\n{node.text}")
     messages = [
         {"role": "system", "content": RULES},
         {"role": "user", "content": _prompt(state, player, node)},

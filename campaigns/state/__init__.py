@@ -6,7 +6,18 @@ recorder's outcome per reply is ``RecorderRun`` (no row: still pending).
 """
 
 from .events import CORRECTION_TYPES, RECORDER_TYPES, apply_events, correct, record_failure, validate
-from .reading import ENTITY_KINDS, PROTAGONIST, Canon, Record, State, key_for, normalize, state_at
+from .reading import (
+    ENTITY_KINDS,
+    PROTAGONIST,
+    Canon,
+    Record,
+    State,
+    key_for,
+    normalize,
+    state_at,
+    state_for_events,
+    state_for_turn,
+)
 
 __all__ = [
     "CORRECTION_TYPES",
@@ -22,5 +33,7 @@ __all__ = [
     "normalize",
     "record_failure",
     "state_at",
+    "state_for_events",
+    "state_for_turn",
     "validate",
 ]

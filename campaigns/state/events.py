@@ -18,7 +18,7 @@ from django.db import transaction
 
 from .. import lineage
 from ..models import Campaign, Node, RecorderRun, StateEvent, StateRecord
-from .reading import ENTITY_KINDS, PROTAGONIST, Record, fact_slot, key_for, normalize, state_at, thread_slot
+from .reading import ENTITY_KINDS, PROTAGONIST, Record, fact_slot, key_for, normalize, state_for_events, thread_slot
 
 # What the recorder may propose after a turn (seed 000 §6 and issue 3).
 RECORDER_TYPES = (
@@ -60,11 +60,12 @@ def clean(payload):
     return event
 
 
-def validate(state, event, source, *, elsewhere=frozenset()):
+def validate(state, event, source, *, elsewhere=lambda key: False):
     """Return the Outcome of ``event`` against ``state``, updating ``state`` when it applies.
 
-    ``elsewhere`` holds entity keys known on other lines of the story, so a name
-    from abandoned history is rejected as such rather than as merely unknown.
+    ``elsewhere(key)`` says whether an entity is known on another line of the
+    story, so a name from abandoned history is rejected as such rather than as
+    merely unknown.
     """
     allowed = RECORDER_TYPES if source == StateEvent.Source.RECORDER else CORRECTION_TYPES
     try:
@@ -76,18 +77,21 @@ def validate(state, event, source, *, elsewhere=frozenset()):
         return Outcome(event, StateEvent.Status.REJECTED, str(error))
     previous = []
     for write in writes:
-        old = state.slots.get(write["slot"])
+        old = state.get(write["slot"])
         previous.append({"slot": write["slot"], "value": old.value if old else None,
                          "data": old.data if old else None, "authority": old.authority if old else None})
         if write.get("retracted"):
-            state.slots.pop(write["slot"], None)
+            state.forget(write["slot"])
         else:
             state.slots[write["slot"]] = Record(
                 id=None, slot=write["slot"], kind=write["kind"], subject=write.get("subject", ""),
                 value=write.get("value", ""), data=write.get("data", {}), narrator_only=write.get("narrator_only", False),
                 authority=_authority(source), depth=0, source=source,
             )
-    if any(w["kind"] == "entity" for w in writes):
+    entities = [w for w in writes if w["kind"] == "entity"]
+    if entities and event["type"] == "introduce":
+        state.introduce(state.slots[entities[0]["slot"]])
+    elif entities:
         state.reindex()
     return Outcome(event, StateEvent.Status.APPLIED, "", writes, previous)
 
@@ -107,9 +111,9 @@ def apply_events(node, payloads, *, source, author=None, attempt=0, model=""):
             return []
         campaign = Campaign.objects.get(pk=node.campaign_id)
         path = lineage.path_at(node.campaign_id, node.branch_id, node.depth)
-        state = state_at(path, campaign)
-        elsewhere = _keys_elsewhere(node.campaign_id, path)
-        outcomes = [validate(state, clean(payload), source, elsewhere=elsewhere) for payload in payloads]
+        events = [clean(payload) for payload in payloads]
+        state = state_for_events(path, campaign, events)
+        outcomes = [validate(state, event, source, elsewhere=_elsewhere(path)) for event in events]
         events = StateEvent.objects.bulk_create([
             StateEvent(campaign_id=node.campaign_id, node=node, source=source, author=author, payload=o.payload,
                        status=o.status, reason=o.reason, previous=o.previous, attempt=attempt)
@@ -156,11 +160,11 @@ def _authority(source):
     return StateRecord.Authority.CORRECTION if source == StateEvent.Source.CORRECTION else StateRecord.Authority.STATE
 
 
-def _keys_elsewhere(campaign_id, path):
-    return frozenset(
-        StateRecord.objects.filter(campaign_id=campaign_id, kind="entity").exclude(path.clause())
-        .values_list("subject", flat=True)
-    )
+def _elsewhere(path):
+    def known_elsewhere(key):
+        return StateRecord.objects.filter(campaign_id=path.campaign_id, slot=f"entity:{key}").exclude(
+            path.clause()).exists()
+    return known_elsewhere
 
 
 class _Check:
@@ -180,7 +184,7 @@ class _Check:
             raise Rejected(f"the event names no {role}")
         key = self.state.resolve(name)
         if key is None:
-            if key_for(name) in self.elsewhere:
+            if self.elsewhere(key_for(name)):
                 raise Rejected(f"{name!r} exists only on another line of the story (abandoned history), "
                                "not on this turn's line")
             raise Rejected(f"unknown entity {name!r}; introduce it first")
@@ -196,7 +200,7 @@ class _Check:
 
     def guard(self, slot):
         """Refuse a recorder change to a slot a person set by correction (it outranks accepted state)."""
-        current = self.state.slots.get(slot)
+        current = self.state.get(slot)
         if self.by_recorder and current is not None and current.authority == StateRecord.Authority.CORRECTION:
             raise Rejected(f"{current.value!r} was set by a manual correction ({current.provenance}); "
                            "only another correction changes it")
@@ -412,7 +416,7 @@ def _scene(check, event):
 
 def _retract(check, event):
     """A correction: end whatever line ``object`` (a slot) holds."""
-    current = check.state.slots.get(event["object"])
+    current = check.state.get(event["object"])
     if current is None or current.source == "campaign":
         raise Rejected("that line is not in the current state (or comes from the campaign settings)")
     return [{"slot": current.slot, "kind": current.kind, "subject": current.subject, "value": current.value,
@@ -421,7 +425,7 @@ def _retract(check, event):
 
 def _mark(check, event):
     """A correction: make a line narrator-only, or known to the player again."""
-    current = check.state.slots.get(event["object"])
+    current = check.state.get(event["object"])
     if current is None or current.source == "campaign":
         raise Rejected("that line is not in the current state (or comes from the campaign settings)")
     return [{"slot": current.slot, "kind": current.kind, "subject": current.subject, "value": current.value,

@@ -9,9 +9,10 @@ the state of any node — the head after an undo, a save point, another branch
 
 import hashlib
 import re
+import threading
 from dataclasses import dataclass, field
 
-from django.db.models import F, Window
+from django.db.models import F, Max, Q, Window
 from django.db.models.functions import RowNumber
 
 from ..models import CanonRule, StateRecord
@@ -60,22 +61,107 @@ class Canon:
 
 
 @dataclass
+class _Index:
+    """The names of a set of entities, and (made when first asked) the same as word phrases."""
+
+    entities: dict  # subject -> (record id, name, aliases): what was indexed
+    names: dict
+    phrases: dict | None = None
+
+
+# The last name index per campaign: a turn that introduced no one reuses it,
+# one that introduced someone patches a copy, instead of normalising every
+# name of every entity again. A changed or removed entity rebuilds it.
+_indexes: dict[int, _Index] = {}
+_indexes_lock = threading.Lock()
+
+
+@dataclass
 class State:
-    """The live records of one lineage, by slot, plus the campaign canon they are checked against."""
+    """The live records of one lineage, by slot, plus the campaign canon they are checked against.
+
+    A state read for one turn holds only the slots that turn can need
+    (``complete`` is False); any other slot is folded from the database the
+    first time it is asked for, through ``fetch``.
+    """
 
     slots: dict[str, Record]
     canon: list[Canon] = field(default_factory=list)
+    complete: bool = True
+    fetch: object = None  # fetch(Q) -> {slot: Record}, for a partial state
+    campaign_id: int | None = None  # set to share the campaign's name index between reads
+    checked: set = field(default_factory=set)  # slots known to be empty (or ended in this batch)
     names: dict[str, str] = field(default_factory=dict)  # every name and alias -> entity key
 
     def __post_init__(self):
         self.reindex()
 
     def reindex(self):
-        self.names = {}
-        for record in self.entities():
-            for name in (record.value, *record.data.get("aliases", ())):
-                self.names.setdefault(normalize(name), record.subject)
-            self.names.setdefault(normalize(record.subject), record.subject)
+        """Index every entity's names, patching the campaign's last index when entities were only added."""
+        entities = {r.subject: (r.id, r.value, tuple(r.data.get("aliases", ()))) for r in self.entities()}
+        with _indexes_lock:
+            last = _indexes.get(self.campaign_id) if self.campaign_id is not None else None
+        if last is not None and all(entities.get(subject) == seen for subject, seen in last.entities.items()):
+            added = [self.slots[f"entity:{subject}"] for subject in entities.keys() - last.entities.keys()]
+            self.names = dict(last.names) if added else last.names
+            for record in added:
+                self._name(record)
+            if added:
+                phrases = dict(last.phrases) if last.phrases is not None else None
+                for name in (name for record in added for name in self._names_of(record)) if phrases is not None else ():
+                    phrase = " ".join(words(name))
+                    if phrase:
+                        phrases.setdefault(phrase, self.names[normalize(name)])
+                self._index = _Index(entities, self.names, phrases)
+            else:
+                self._index = last
+        else:
+            self.names = {}
+            for record in self.entities():
+                self._name(record)
+            self._index = _Index(entities, self.names)
+        if self.campaign_id is not None and self._index is not last:
+            with _indexes_lock:
+                _indexes[self.campaign_id] = self._index
+
+    def introduce(self, record):
+        """Add a new entity's names to this state's index (copied: indexes are shared between states)."""
+        self.names = dict(self.names)
+        self._name(record)
+        self._index = _Index({}, self.names)
+
+    def _name(self, record):
+        for name in self._names_of(record):
+            self.names.setdefault(normalize(name), record.subject)
+
+    @staticmethod
+    def _names_of(record):
+        return (record.value, *record.data.get("aliases", ()), record.subject)
+
+    def get(self, slot):
+        """Return the live record of ``slot``, or None."""
+        if slot in self.slots:
+            return self.slots[slot]
+        if not self.complete and slot not in self.checked and slot.split(":", 1)[0] not in BASE_PREFIXES:
+            self.prefetch([slot])
+        return self.slots.get(slot)
+
+    def prefetch(self, slots):
+        """Read ``slots`` from the database in one query (a partial state only)."""
+        wanted = [slot for slot in slots if slot not in self.slots and slot not in self.checked]
+        if wanted and not self.complete:
+            self.add(self.fetch(Q(slot__in=wanted)))
+            self.checked.update(wanted)
+
+    def add(self, records):
+        self.slots.update(records)
+        if any(record.kind == "entity" for record in records.values()):
+            self.reindex()
+
+    def forget(self, slot):
+        """End ``slot`` in this copy of the state (a retraction earlier in the batch)."""
+        self.slots.pop(slot, None)
+        self.checked.add(slot)
 
     def entities(self):
         return [r for r in self.slots.values() if r.kind == "entity"]
@@ -84,52 +170,71 @@ class State:
         return [r for r in self.slots.values() if r.kind == kind]
 
     def entity(self, key):
-        return self.slots.get(f"entity:{key}")
+        return self.get(f"entity:{key}")
 
     def resolve(self, name):
         """Return the key of the entity called ``name`` (by name or alias), or None."""
         return self.names.get(normalize(name))
+
+    def phrases(self):
+        """Return every name and alias as its words joined by spaces -> entity key, for finding mentions."""
+        if self._index.phrases is None:
+            phrases = {}
+            for name, key in self.names.items():
+                phrase = " ".join(words(name))
+                if phrase:
+                    phrases.setdefault(phrase, key)
+            self._index.phrases = phrases
+        return self._index.phrases
 
     def name_of(self, key):
         record = self.entity(key)
         return record.value if record else key
 
     def location_of(self, key):
-        record = self.slots.get(f"location:{key}")
+        record = self.get(f"location:{key}")
         return record.value if record else ""
 
     def holder_of(self, item_key):
-        record = self.slots.get(f"holder:{item_key}")
+        record = self.get(f"holder:{item_key}")
         return record.value if record else ""
 
     def scene(self):
-        return self.slots.get("scene")
+        return self.get("scene")
+
+    def place(self):
+        """Return the key of where the scene is: its own location, else the protagonist's."""
+        scene = self.scene()
+        return (scene.data.get("location", "") if scene else "") or self.location_of(PROTAGONIST)
 
     def present(self):
-        """Return the keys of the characters at the scene's location."""
-        scene = self.scene()
-        place = scene.data.get("location", "") if scene else ""
-        if not place:
-            place = self.location_of(PROTAGONIST)
+        """Return the keys of the characters at the scene's place."""
+        place = self.place()
         if not place:
             return []
         return [r.subject for r in self.of_kind("location") if r.value == place]
 
     def find_fact(self, text):
-        return self.slots.get(fact_slot(text))
+        return self.get(fact_slot(text))
 
     def find_thread(self, text):
-        return self.slots.get(thread_slot(text))
+        return self.get(thread_slot(text))
 
     def superseded(self, canon_id):
-        return self.slots.get(f"canon:{canon_id}")
+        return self.get(f"canon:{canon_id}")
+
+
+def words(text):
+    return _WORD.findall(str(text).lower())
+
+
+_QUOTES = str.maketrans({"\u2019": "'", "\u2018": "'", "\u201c": '"', "\u201d": '"'})
+_WORD = re.compile(r"[a-z0-9']+")
 
 
 def normalize(text):
     """Return ``text`` as a matching key: lower case, single spaces, no outer punctuation or quotes."""
-    text = str(text or "").replace("\u2019", "'").replace("\u2018", "'").replace("\u201c", '"').replace("\u201d", '"')
-    text = re.sub(r"\s+", " ", text.strip().lower())
-    return text.strip(" .!?;:\"'")
+    return " ".join(str(text or "").translate(_QUOTES).lower().split()).strip(" .!?;:\"'")
 
 
 def key_for(name):
@@ -155,8 +260,90 @@ def protagonist_name(campaign):
     return re.split(r"[,;(\n]", campaign.protagonist, maxsplit=1)[0].strip()[:120] or "The protagonist"
 
 
+# What every turn needs whatever it mentions: every entity (names are how
+# events and mentions are resolved), the scene, the threads, overturned canon
+# and where the protagonist is.
+BASE_KINDS = ("entity", "scene", "thread", "superseded_canon")
+# The slot prefixes of the base kinds: absent from a partial state's base means absent.
+BASE_PREFIXES = ("entity", "scene", "thread", "canon")
+_BASE = Q(kind__in=BASE_KINDS) | Q(slot=f"location:{PROTAGONIST}")
+
+# The kinds whose slot belongs to one entity, the record's subject.
+SUBJECT_KINDS = ("location", "condition", "holder", "relationship", "fact")
+
+
 def state_at(path, campaign):
-    """Return the State after the last node of ``path``."""
+    """Return the whole State after the last node of ``path``."""
+    return State(_fold(path, campaign), _canon(path))
+
+
+def state_for_turn(path, campaign, text):
+    """Return the part of the State after ``path`` that a turn about ``text`` can draw on (seed 000 §7).
+
+    The base (entities, scene, threads) and, in one more read, what concerns
+    the protagonist, whoever has been at the scene's place, the place itself,
+    whatever ``text`` names, and facts about no one in particular.
+    """
+    from .selection import mentioned
+
+    state = _partial(path, campaign)
+    place = state.place()
+    focus = {PROTAGONIST, *mentioned(state, text)} | ({place} if place else set())
+    # Anyone ever placed there is a candidate; the fold keeps who is there now.
+    there = StateRecord.objects.filter(campaign_id=path.campaign_id, kind="location", value=place).values("subject")
+    state.add(state.fetch(
+        Q(kind="location", value=place) if place else None,
+        Q(kind__in=SUBJECT_KINDS, subject__in=focus),
+        Q(kind__in=SUBJECT_KINDS, subject__in=there) if place else None,
+        Q(kind="holder", value__in=focus),
+        Q(kind="holder", value__in=there) if place else None,
+        Q(kind="relationship", data__object__in=sorted(focus)),
+        Q(kind="fact", subject=""),
+    ))
+    return state
+
+
+def state_for_events(path, campaign, payloads):
+    """Return the part of the State after ``path`` that validating ``payloads`` can touch, read up front."""
+    state = _partial(path, campaign)
+    keys = {state.resolve(p.get(name, "")) for p in payloads if isinstance(p, dict)
+            for name in ("subject", "object", "value")} - {None}
+    # Names the batch may introduce: their slots are looked up (as empty) now too.
+    keys |= {key_for(p.get("subject", "")) for p in payloads if isinstance(p, dict) and p.get("subject")}
+    keys |= {PROTAGONIST, state.place()} - {""}
+    texts = {str(p.get(name) or "") for p in payloads if isinstance(p, dict) for name in ("object", "value")}
+    slots = [f"{kind}:{key}" for key in keys for kind in ("location", "holder", "condition")]
+    slots += [f"relationship:{one}:{other}" for one in keys for other in keys if one != other]
+    slots += [fact_slot(text) for text in texts if text]
+    state.prefetch(slots)
+    return state
+
+
+def _partial(path, campaign):
+    return State(_base_slots(path, campaign), _canon(path), complete=False,
+                 fetch=lambda *wheres: _fold(path, campaign, *wheres, protagonist=False), campaign_id=campaign.pk)
+
+
+def _fold(path, campaign, *wheres, protagonist=True):
+    """Return {slot: Record} for the live slots on ``path``: all, or those with a record matching one of ``wheres``."""
+    if not wheres:
+        slots = _fold_all(path)
+    else:
+        slots = _fold_some(path, [where for where in wheres if where is not None])
+    if protagonist:
+        _add_protagonist(slots, campaign)
+    return slots
+
+
+_COLUMNS = ("id", "slot", "kind", "subject", "value", "data", "narrator_only", "authority", "depth",
+            "event__source", "event__author__username", "event_id", "retracted", "branch_id")
+
+
+def _record(row):
+    return Record(*row[:9], source=row[9], author=row[10] or "", event_id=row[11])
+
+
+def _fold_all(path):
     rows = (
         StateRecord.objects.filter(path.clause(), campaign_id=path.campaign_id)
         .annotate(rank=Window(RowNumber(), partition_by=[F("slot")], order_by=[F("depth").desc(), F("id").desc()]))
@@ -164,15 +351,86 @@ def state_at(path, campaign):
         # retracted=False would be applied before ranking and revive the value
         # a retraction ended.
         .filter(rank=1)
-        .values_list("id", "slot", "kind", "subject", "value", "data", "narrator_only", "authority", "depth",
-                     "event__source", "event__author__username", "event_id", "retracted")
+        .values_list(*_COLUMNS)
     )
-    slots = {row[1]: Record(*row[:9], source=row[9], author=row[10] or "", event_id=row[11])
-             for row in rows if not row[12]}
+    return {row[1]: _record(row) for row in rows if not row[12]}
+
+
+def _fold_some(path, wheres):
+    """Fold only the slots that have a record matching one of ``wheres`` (on any line), reading them by slot.
+
+    Candidates are chosen on every line and every record of them is read, so
+    a later record that no longer matches (Mara has left the tavern) still
+    wins; the lineage is applied here, which keeps SQLite on the slot index
+    instead of scanning the whole line. The conditions are a UNION, not an
+    OR, so each uses its own index.
+    """
+    records = StateRecord.objects.filter(campaign_id=path.campaign_id).order_by()
+    parts = [records.filter(where).values_list("slot", flat=True) for where in wheres]
+    candidates = list(set(parts[0].union(*parts[1:]))) if parts else []
+    best = {}
+    for start in range(0, len(candidates), SLOTS_PER_QUERY):
+        _merge(best, records.filter(slot__in=candidates[start:start + SLOTS_PER_QUERY]), path)
+    return {slot: _record(row) for slot, row in best.items() if not row[12]}
+
+
+def _merge(best, records, path):
+    """Keep in ``best`` the deepest (then latest) row of each slot among ``records`` on ``path``."""
+    for row in records.values_list(*_COLUMNS):
+        if not path.contains(row[13], row[8]):
+            continue
+        current = best.get(row[1])
+        if current is None or (row[8], row[0]) > (current[8], current[0]):
+            best[row[1]] = row
+
+
+# SQLite allows 32,766 bound parameters; stay far below it.
+SLOTS_PER_QUERY = 5000
+
+
+@dataclass
+class _Base:
+    created: object
+    path: object
+    version: int
+    rows: dict
+
+
+# The base of the state of the last path read, per campaign. A turn extends
+# the line it was read for, so the next read folds in only records written
+# since (higher ids) or deeper than that path: every entity is not re-read
+# every turn. The records themselves stay the truth: ids only grow, so the
+# highest id is the version, and any other path is read afresh.
+_bases: dict[int, _Base] = {}
+_bases_lock = threading.Lock()
+
+
+def _base_slots(path, campaign):
+    records = StateRecord.objects.filter(campaign_id=campaign.pk).filter(_BASE).order_by()
+    version = StateRecord.objects.filter(campaign_id=campaign.pk).aggregate(top=Max("id"))["top"] or 0
+    with _bases_lock:
+        cached = _bases.get(campaign.pk)
+    if (cached is not None and cached.created == campaign.created_at and cached.path.head_depth <= path.head_depth
+            and path.capped(cached.path.head_depth) == cached.path):
+        rows = dict(cached.rows)
+        # Two reads, not one OR, so each stays on its index: written since, and deeper than the cached path.
+        if cached.version != version:
+            _merge(rows, records.filter(id__gt=cached.version), path)
+        if cached.path != path:
+            _merge(rows, records.filter(path.clause(), depth__gt=cached.path.head_depth), path)
+    else:
+        rows = {}
+        _merge(rows, records, path)
+    with _bases_lock:
+        _bases[campaign.pk] = _Base(campaign.created_at, path, version, rows)
+    slots = {slot: _record(row) for slot, row in rows.items() if not row[12]}
     _add_protagonist(slots, campaign)
-    canon = [Canon(pk, text, scope) for pk, text, scope in
-             CanonRule.objects.filter(campaign_id=path.campaign_id, enabled=True).values_list("id", "text", "scope")]
-    return State(slots, canon)
+    return slots
+
+
+def _canon(path):
+    return [Canon(pk, text, scope) for pk, text, scope in
+            CanonRule.objects.filter(campaign_id=path.campaign_id, enabled=True).values_list("id", "text", "scope")]
 
 
 def _add_protagonist(slots, campaign):

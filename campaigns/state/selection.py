@@ -7,14 +7,16 @@ other, the facts about them, open threads, and anything named in the
 player's input or the last reply. Pure: a State and some text in, lines out.
 """
 
-import re
 from dataclasses import dataclass, field
 
-from .reading import PROTAGONIST
+from .reading import PROTAGONIST, words
 
 # Enough for a busy scene (a dozen characters with their items, relations and
 # facts) in roughly 1,000 tokens; beyond it the lines are reported as left out.
 MAX_LINES = 60
+
+# Entity names longer than this many words are not looked for in the text.
+LONGEST_NAME = 6
 
 # Names shorter than this ("I", "me", "Al") match inside ordinary words and
 # pronouns too often to mean that the entity was mentioned.
@@ -43,18 +45,27 @@ class Selection:
 
 
 def mentioned(state, text):
-    """Return the keys of the entities named (by name or alias) in ``text``."""
-    names = sorted((n for n in state.names if len(n) >= MIN_NAME), key=len, reverse=True)
-    if not names or not text:
-        return set()
-    pattern = re.compile(r"\b(" + "|".join(re.escape(n) for n in names) + r")\b")
-    return {state.names[match] for match in pattern.findall(text.lower())}
+    """Return the keys of the entities named (by name or alias) in ``text``.
+
+    Names are matched as whole runs of words, up to ``LONGEST_NAME`` words
+    long, by looking each run up: the cost follows the text, not the number
+    of entities.
+    """
+    phrases = state.phrases()
+    found = set()
+    tokens = words(text)
+    for start in range(len(tokens)):
+        for end in range(start + 1, min(start + LONGEST_NAME, len(tokens)) + 1):
+            phrase = " ".join(tokens[start:end])
+            if phrase in phrases and len(phrase) >= MIN_NAME:
+                found.add(phrases[phrase])
+    return found
 
 
 def select(state, text, *, limit=MAX_LINES):
     """Return the Selection of ``state`` relevant to a turn whose action and last reply are ``text``."""
     scene = state.scene()
-    place = (scene.data.get("location") if scene else "") or state.location_of(PROTAGONIST)
+    place = state.place()
     present = [key for key in state.present() if key != PROTAGONIST]
     named = mentioned(state, text)
     focus = {PROTAGONIST, *present, *named} | ({place} if place else set())

@@ -27,7 +27,7 @@ def section(campaign, path, text):
     Return None while the story has no state yet: the protagonist alone is
     already in the campaign profile.
     """
-    chosen = selection.select(story_state.state_at(path, campaign), text)
+    chosen = selection.select(story_state.state_for_turn(path, campaign, text), text)
     if not (chosen.lines or chosen.location or chosen.scene or chosen.superseded or chosen.dropped):
         return None
     return Section("state", "Current story state", "Level 2 accepted state", DYNAMIC_TAIL, render(chosen),

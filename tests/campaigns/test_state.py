@@ -242,3 +242,34 @@ def test_a_correction_at_the_opening_belongs_to_every_line(campaign, owner):
     story.undo(campaign)
     act(campaign, "walk away")
     assert state(campaign).resolve("M.") == "mara"
+
+
+def test_a_turns_partial_read_agrees_with_the_full_fold_through_every_head_move(world, owner):
+    from campaigns.state import state_for_turn
+    from campaigns.state.reading import BASE_KINDS
+
+    def agree():
+        world.refresh_from_db()
+        path = lineage.path_of(world)
+        full = state_at(path, world)
+        part = state_for_turn(path, world, "Mara and the silver key")
+        base = {slot: r for slot, r in full.slots.items() if r.kind in BASE_KINDS}
+        assert {slot: r for slot, r in part.slots.items() if r.kind in BASE_KINDS} == base
+        for slot in ("location:mara", "holder:silver-key", "location:protagonist", "scene"):
+            assert part.get(slot) == full.slots.get(slot), slot
+        assert part.names == full.names
+
+    first = head_node(world)
+    agree()
+    turn(world, ev("introduce", "Vale", "character"), ev("open_thread", value="Who is Vale?"))
+    agree()
+    story.undo(world)
+    agree()
+    turn(world, ev("introduce", "Edrin", "character"), ev("move", "Mara", "docks"))
+    agree()
+    apply_events(first, [ev("introduce", "Ghost", "character")], source="correction")  # late, at an older node
+    agree()
+    correct(world, owner, ev("retract", object="entity:edrin"))
+    agree()
+    story.switch_branch(world, head_node(world).branch.parent)
+    agree()

@@ -184,15 +184,15 @@ async def test_accepted_state_outranks_stale_initial_canon_and_the_prompt_says_s
 
 
 async def test_one_worker_per_campaign_runs_queued_replies_in_commit_order(campaign, narrator_server):
-    narrator_server.script("One.", "Two.")
+    from tests.campaigns.test_lineage import act
 
-    async def relay(_):
-        pass
-
-    first = await turns.play_turn(campaign.pk, Action(mode="do", text="one"), relay)
-    second = await turns.play_turn(campaign.pk, Action(mode="do", text="two"), relay)
-    assert first.post_turn is second.post_turn
-    await second.post_turn
-    assert [(await run_of(r.node_id)).status for r in (first, second)] == ["applied", "applied"]
+    await sync_to_async(act)(campaign, "one", "One.")
+    first = await Node.objects.filter(role="narrator").alatest("depth")
+    await sync_to_async(act)(campaign, "two", "Two.")
+    second = await Node.objects.filter(role="narrator").alatest("depth")
+    worker = postturn.schedule(campaign.pk, first.pk)
+    assert postturn.schedule(campaign.pk, second.pk) is worker, "a second reply joins the running worker"
+    await worker
+    assert [(await run_of(n.pk)).status for n in (first, second)] == ["applied", "applied"]
     prompts = [body["messages"][-1]["content"] for body in recordings(narrator_server)]
     assert "Narrator: One." in prompts[0] and "Narrator: Two." in prompts[1]
