@@ -11,12 +11,13 @@ import asyncio
 import logging
 from collections import deque
 
-from . import recorder
+from . import memories, recorder
 
 logger = logging.getLogger(__name__)
 
-# In order: the state first, so later steps see what the turn changed.
-STEPS = [recorder.record]
+# In order: the state first, so later steps see what the turn changed (the
+# memory step's cast brief reads it).
+STEPS = [recorder.record, memories.remember]
 
 _queues: dict[int, deque] = {}
 _workers: dict[int, asyncio.Task] = {}

@@ -33,3 +33,13 @@ def cut(text, limit):
     if len(tokens) <= limit:
         return text
     return _encoding().decode(tokens[:limit])
+
+
+def cut_end(text, limit):
+    """Return the longest suffix of ``text`` that fits in ``limit`` tokens."""
+    if limit <= 0:
+        return ""
+    tokens = _encoding().encode(text, disallowed_special=())
+    if len(tokens) <= limit:
+        return text
+    return _encoding().decode(tokens[-limit:])

@@ -10,13 +10,16 @@ import time
 from dataclasses import dataclass
 
 from channels.db import database_sync_to_async
+from django.db import transaction
 
 from campaigns import lineage, story
 from campaigns.models import Campaign, Node
 from knowledge import retrieval
+from memory import bank
 
 from . import context, llm, postturn
 from .context import Action
+from .context import memories as story_memories
 
 
 class TurnFailed(Exception):
@@ -113,24 +116,36 @@ def _prepare(campaign_id, action, retry):
     # The knowledge query's vector is the one model call before the build,
     # which itself stays read-only and model-free.
     query = retrieval.embed_query(campaign, context.knowledge_query(campaign, path, action))
+    # The memory query (input and scene) is embedded in one call of its own, also before the build.
+    remembering = story_memories.embed_query(campaign, path, context.memory_query(campaign, path, action))
     try:
-        ctx = context.build(campaign, path, action, model=narrator.model, api=narrator.api, query=query)
+        ctx = context.build(campaign, path, action, model=narrator.model, api=narrator.api, query=query,
+                            memory_query=remembering)
     except context.ContextOverflow as error:
         raise TurnFailed(f"{error} Nothing was sent or saved.") from error
     return _Prepared(campaign, (campaign.head_branch_id, campaign.head_depth), action, ctx, narrator)
 
 
 def _commit(prepared, reply, retry):
+    """Commit the turn and count the memories it used, in one transaction (seed 004 §O: one commit)."""
+    used = [entry["id"] for entry in reply.report.get("memories", {}).get("used", [])]
     try:
-        if retry:
-            return story.commit_retry(prepared.campaign.pk, prepared.expected_head, reply)
-        action = prepared.action
-        player = story.PlayerAction(
-            mode=action.mode,
-            text=action.text,
-            direction=action.direction,
-            tokens=context.node_tokens(Node.Role.PLAYER, action.mode, action.text),
-        )
-        return story.commit_turn(prepared.campaign.pk, prepared.expected_head, player, reply)
+        with transaction.atomic():
+            node = _commit_story(prepared, reply, retry)
+            bank.record_use(used)
+        return node
     except story.StoryMovedOn as error:
         raise TurnFailed(str(error)) from error
+
+
+def _commit_story(prepared, reply, retry):
+    if retry:
+        return story.commit_retry(prepared.campaign.pk, prepared.expected_head, reply)
+    action = prepared.action
+    player = story.PlayerAction(
+        mode=action.mode,
+        text=action.text,
+        direction=action.direction,
+        tokens=context.node_tokens(Node.Role.PLAYER, action.mode, action.text),
+    )
+    return story.commit_turn(prepared.campaign.pk, prepared.expected_head, player, reply)

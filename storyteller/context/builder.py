@@ -18,6 +18,7 @@ from campaigns.models import CanonRule
 
 from .. import tokens
 from . import budget, knowledge, layers
+from . import memories as memory_section
 from . import state as state_section
 from .layers import BRANCH_CONTEXT, DYNAMIC_TAIL, Section
 
@@ -61,12 +62,13 @@ def node_tokens(role, mode, text):
     return tokens.count(message_for(role, mode, text)["content"])
 
 
-def build(campaign, path, action, *, model="", api="", seed=None, query=None):
+def build(campaign, path, action, *, model="", api="", seed=None, query=None, memory_query=None):
     """Return the Context for ``action`` played after the end of ``path``.
 
     ``query`` is the knowledge query, embedded before the build when semantic
     retrieval is possible (``knowledge_query``); without it the build makes its
-    own, lexical only. Raise ``ContextOverflow`` when the protected sections
+    own, lexical only. ``memory_query`` is the story memories' query, embedded
+    the same way (``memory_query``). Raise ``ContextOverflow`` when the protected sections
     and the reply reserve do not fit ``campaign.context_token_budget``.
     """
     stable = [layers.narrator_rules(campaign), layers.campaign_profile(campaign)]
@@ -75,7 +77,8 @@ def build(campaign, path, action, *, model="", api="", seed=None, query=None):
         stable.append(canon)
     has_knowledge = knowledge.has_knowledge(campaign)
     standing_dropped = _standing_knowledge(campaign, stable) if has_knowledge else []
-    tail = [*_state_section(campaign, path, action), *_dynamic_tail(action)]
+    remembered, memory_report = _memory_section(campaign, path, action, memory_query)
+    tail = [*remembered, *_state_section(campaign, path, action), *_dynamic_tail(action)]
     for section in stable + tail:
         section.tokens = tokens.count(section.text)
 
@@ -89,8 +92,8 @@ def build(campaign, path, action, *, model="", api="", seed=None, query=None):
     if has_knowledge:
         found, knowledge_report = knowledge.retrieved_sections(
             campaign, query or knowledge_query(campaign, path, action), allowance)
-        # Elastic, and first in the tail: knowledge -> state -> direction -> input.
-        tail = [*found, *tail]
+        # Elastic, after the memories: memories -> knowledge -> state -> direction -> input.
+        tail = [*remembered, *found, *tail[len(remembered):]]
         tail_text = "\n\n".join(section.text for section in tail)
     knowledge_tokens = sum(section.tokens + 1 for section in found)
     allowance -= knowledge_tokens
@@ -109,6 +112,7 @@ def build(campaign, path, action, *, model="", api="", seed=None, query=None):
     sections = [*stable, history, *tail]
     report = _report(campaign, path, action, sections, protected, allowance, history, dropped, model, api, seed)
     _report_state(report)
+    report["memories"] = memory_report
     if has_knowledge:
         _report_knowledge(report, sections, knowledge_report, standing_dropped, knowledge_tokens)
     return Context(messages=messages, sections=sections, report=report)
@@ -117,6 +121,17 @@ def build(campaign, path, action, *, model="", api="", seed=None, query=None):
 def knowledge_query(campaign, path, action):
     """Return the imported-knowledge query for ``action`` after ``path`` (embed it before ``build``)."""
     return knowledge.query_for(campaign, path, action)
+
+
+def memory_query(campaign, path, action):
+    """Return the story-memory query for ``action`` after ``path`` (embed it before ``build``)."""
+    return memory_section.query_for(campaign, path, action)
+
+
+def _memory_section(campaign, path, action, query):
+    """Return ([the memories Section] or [], the memories report): protected, first in the dynamic tail."""
+    section, report = memory_section.section(campaign, path, query or memory_query(campaign, path, action))
+    return ([section] if section else []), report
 
 
 def _standing_knowledge(campaign, stable):

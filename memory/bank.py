@@ -1,0 +1,144 @@
+"""The one write path for memories, and the eligibility read every retrieval starts from.
+
+Plain values in, rows out: the pipeline asks the model and passes the text
+here; nothing in this module calls a model or reads the pipeline.
+"""
+
+from dataclasses import dataclass
+
+import numpy as np
+from django.db import transaction
+from django.db.models import F
+from django.utils import timezone
+
+from . import authority, blocks, eviction
+from .models import Memory, MemoryRun
+
+
+@dataclass(frozen=True)
+class Written:
+    """A memory the summariser wrote for one block."""
+
+    start: int
+    end: int
+    branch_id: int  # the block's last node's branch: its anchor
+    text: str
+    model: str
+
+
+def eligible(campaign_id, path):
+    """Return the memories a turn on ``path`` may be shown: this campaign, this lineage, not forgotten, enabled."""
+    return Memory.objects.filter(path.clause(), campaign_id=campaign_id, forgotten=False, enabled=True)
+
+
+def cursor(campaign_id, path):
+    """Return the first depth no summarised memory on ``path`` covers (forgotten ones count: they were written)."""
+    ends = Memory.objects.filter(path.clause(), campaign_id=campaign_id, origin=Memory.Origin.SUMMARISER,
+                                 source_end__isnull=False).order_by("-source_end")
+    last = ends.values_list("source_end", flat=True).first()
+    return 0 if last is None else last + 1
+
+
+def write(campaign_id, written):
+    """Store ``written`` (a list of Written) with the authority their wording earns; return the new rows.
+
+    The marker the summariser may have repeated is removed here, so it is never stored.
+    """
+    rows = []
+    for memory in written:
+        text = blocks.strip_marker(memory.text)
+        if not text:
+            continue
+        rows.append(Memory(
+            campaign_id=campaign_id, branch_id=memory.branch_id, depth=memory.end,
+            source_start=memory.start, source_end=memory.end, text=text,
+            authority=authority.classify(text), origin=Memory.Origin.SUMMARISER, model=memory.model,
+        ))
+    return Memory.objects.bulk_create(rows)
+
+
+def add_by_hand(campaign, text):
+    """Record a memory the person typed, anchored at the head (where they typed it); it has no source range."""
+    text = " ".join(text.split())
+    if not text:
+        raise ValueError("A memory needs some text; write what the narrator should remember.")
+    return Memory.objects.create(
+        campaign=campaign, branch_id=campaign.head_branch_id, depth=campaign.head_depth, text=text,
+        authority=authority.classify(text), origin=Memory.Origin.PERSON,
+    )
+
+
+def edit_text(memory, text):
+    """Correct a memory's text, keeping what was first written; its vector is rebuilt from the new text."""
+    text = " ".join(text.split())
+    if not text:
+        raise ValueError("A memory cannot be emptied; forget it instead.")
+    if not memory.original_text:
+        memory.original_text = memory.text
+    memory.text = text
+    # An edit may add a hedge, never remove the downgrade the wording or the person made.
+    if authority.classify(text) == Memory.Authority.HEURISTIC:
+        memory.authority = Memory.Authority.HEURISTIC
+    memory.embedding, memory.embedding_model, memory.embedding_dims, memory.embedded_at = None, "", None, None
+    memory.save()
+
+
+def set_flags(memory, **flags):
+    """Pin, forget, restore, disable or downgrade ``memory`` (authority may only go down to heuristic)."""
+    if flags.get("authority") not in (None, Memory.Authority.HEURISTIC):
+        raise ValueError("A memory can only be downgraded to heuristic; correct the state for an authoritative fact.")
+    for name, value in flags.items():
+        setattr(memory, name, value)
+    memory.save(update_fields=list(flags))
+
+
+def needing_vectors(campaign_id, model):
+    """Return the unforgotten memories without a vector from ``model``."""
+    return (Memory.objects.filter(campaign_id=campaign_id, forgotten=False)
+            .exclude(embedding_model=model, embedding__isnull=False).order_by("id"))
+
+
+def store_vectors(model, pairs):
+    """Store float32 ``(memory id, vector)`` pairs with the model, dimensions and time that made them."""
+    now = timezone.now()
+    with transaction.atomic():
+        for memory_id, vector in pairs:
+            array = np.asarray(vector, dtype=np.float32)
+            Memory.objects.filter(pk=memory_id).update(
+                embedding=array.tobytes(), embedding_model=model, embedding_dims=len(array), embedded_at=now)
+
+
+def clear_vectors(campaign_id):
+    """Drop every vector of the campaign so the next pass rebuilds them (derived data: nothing else changes)."""
+    return Memory.objects.filter(campaign_id=campaign_id).update(
+        embedding=None, embedding_model="", embedding_dims=None, embedded_at=None)
+
+
+def record_use(memory_ids, at=None):
+    """Count one use of each memory, at ``at``: call it inside the turn's own commit."""
+    if memory_ids:
+        Memory.objects.filter(pk__in=memory_ids).update(use_count=F("use_count") + 1, last_used_at=at or timezone.now())
+
+
+def evict(campaign_id, capacity=eviction.MEMORY_BANK_CAPACITY, *, frozen=()):
+    """Mark forgotten what is over ``capacity`` across the whole campaign (never deleted); return the ids."""
+    rows = Memory.objects.filter(campaign_id=campaign_id, forgotten=False).values_list(
+        "id", "source_start", "source_end", "pinned", "last_used_at", "created_at", "use_count")
+    entries = [eviction.Entry(pk, start, end, pinned, (used or created).timestamp(), uses)
+               for pk, start, end, pinned, used, created, uses in rows]
+    ids = eviction.to_evict(entries, capacity, frozen=frozen)
+    if ids:
+        Memory.objects.filter(pk__in=ids).update(forgotten=True)
+    return ids
+
+
+def record_run(node, *, status, written=0, evicted=0, embedded=0, embedding_note="", error=""):
+    """Record what the memory step did after ``node``, counting attempts (a failure's record is written last)."""
+    run, created = MemoryRun.objects.get_or_create(
+        node=node, defaults={"campaign_id": node.campaign_id, "status": status})
+    run.status, run.written, run.evicted, run.embedded = status, written, evicted, embedded
+    run.embedding_note, run.error = embedding_note, error
+    if not created:
+        run.attempts += 1
+    run.save()
+    return run

@@ -1,0 +1,96 @@
+"""Which memories go when the bank is over capacity (seed 000 §21, seed 004 §F).
+
+Least-recently-used alone threw away the only memory of an early stretch first:
+a fact nothing recent mentions is never retrieved, so it ages out. The order
+here thins the bank where it is densest instead:
+
+- each ranged memory is judged by the hole its removal would leave between
+  the end of the memory before it and the start of the memory after it; the
+  smallest hole goes first (a memory whose start another shares leaves none);
+- the earliest and the latest memory by position are not candidates;
+- among equal holes the least recently used goes first (last use, else
+  creation), then the less used, then the lower id;
+- pinned memories are never taken and count as coverage;
+- rangeless memories and the two boundaries follow, least recently used first.
+
+Pure: it reads no text and no vectors, and decides only ``forgotten``.
+"""
+
+import heapq
+from dataclasses import dataclass
+
+MEMORY_BANK_CAPACITY = 80
+
+
+@dataclass(frozen=True, slots=True)
+class Entry:
+    id: int
+    start: int | None
+    end: int | None
+    pinned: bool
+    recency: float  # last use, else creation, as a timestamp
+    uses: int
+
+
+def to_evict(entries, capacity=MEMORY_BANK_CAPACITY, *, frozen=()):
+    """Return the ids to mark forgotten so that ``entries`` (the unforgotten bank) fit ``capacity``.
+
+    ``frozen`` ids (written by this pass) are never taken; pins never are. The
+    bank may stay over capacity only when nothing else is left to take.
+    """
+    excess = len(entries) - capacity
+    if excess <= 0:
+        return []
+    order = eviction_order(entries, frozen=frozen)
+    return order[:excess]
+
+
+def eviction_order(entries, *, frozen=()):
+    """Return every evictable id, first to go first."""
+    frozen = set(frozen)
+    ranged = sorted((e for e in entries if e.start is not None), key=lambda e: (e.start, e.end, e.id))
+    boundaries = {ranged[0].id, ranged[-1].id} if ranged else set()
+    order = _by_coverage(ranged, lambda e: not e.pinned and e.id not in frozen and e.id not in boundaries)
+    taken = set(order)
+    rest = [e for e in entries if e.id not in taken and not e.pinned and e.id not in frozen]
+    rest.sort(key=lambda e: (e.recency, e.uses, e.id))
+    return order + [e.id for e in rest]
+
+
+def _by_coverage(ranged, candidate):
+    """Return the ids of the candidates of ``ranged`` (sorted by position), smallest hole first.
+
+    A linked list over the positions and a heap of holes: removing a memory
+    changes only its two neighbours' holes, which are pushed again; stale heap
+    entries are skipped. O(n log n) over the bank.
+    """
+    n = len(ranged)
+    prev = list(range(-1, n - 1))
+    nxt = list(range(1, n + 1))
+    alive = [True] * n
+    version = [0] * n
+
+    def hole(i):
+        before, after = prev[i], nxt[i]
+        return max(0, ranged[after].start - ranged[before].end - 1)
+
+    heap = []
+    for i, e in enumerate(ranged):
+        if candidate(e):
+            heap.append((hole(i), e.recency, e.uses, e.id, i, 0))
+    heapq.heapify(heap)
+    order = []
+    while heap:
+        _, _, _, memory_id, i, seen = heapq.heappop(heap)
+        if not alive[i] or seen != version[i]:
+            continue
+        alive[i] = False
+        order.append(memory_id)
+        before, after = prev[i], nxt[i]
+        nxt[before], prev[after] = after, before
+        for j in (before, after):
+            e = ranged[j]
+            if candidate(e):
+                version[j] += 1
+                heapq.heappush(heap, (hole(j), e.recency, e.uses, e.id, j, version[j]))
+    return order

@@ -1,0 +1,82 @@
+"""Story memory: specific details written from blocks of the story, derived and forgettable.
+
+A memory is anchored like a node: ``(branch, depth)`` is the last node of the
+block it was written from, so ``Path.clause`` admits it exactly on the lines
+that contain that node (seed 000 §19, §57). Rows are never deleted by the
+application: eviction and the person's "forget" set ``forgotten``, and an
+abandoned line's memories stay stored and come back when the line does.
+"""
+
+from django.db import models
+
+from campaigns.models import Branch, Campaign, Node
+
+
+class Memory(models.Model):
+    class Authority(models.TextChoices):
+        ACCEPTED = "accepted_story", "Accepted story"
+        HEURISTIC = "heuristic", "Heuristic (inferred)"
+
+    class Origin(models.TextChoices):
+        SUMMARISER = "summariser", "Written from a block of the story"
+        PERSON = "person", "Added by the person"
+
+    campaign = models.ForeignKey(Campaign, on_delete=models.CASCADE, related_name="memories")
+    # RESTRICT like Node.branch: a branch never goes under its memories, a whole campaign still can.
+    branch = models.ForeignKey(Branch, on_delete=models.RESTRICT, related_name="+")
+    depth = models.PositiveIntegerField(help_text="The depth of the last node the memory covers (its anchor).")
+    source_start = models.PositiveIntegerField(null=True, blank=True, help_text="First depth of the block.")
+    source_end = models.PositiveIntegerField(null=True, blank=True, help_text="Last depth of the block.")
+
+    text = models.TextField()
+    original_text = models.TextField(blank=True, help_text="What was written first, kept when the text is edited.")
+    authority = models.CharField(max_length=16, choices=Authority.choices)
+    origin = models.CharField(max_length=12, choices=Origin.choices, default=Origin.SUMMARISER)
+    model = models.CharField(max_length=200, blank=True, help_text="The model that wrote it, if one did.")
+
+    pinned = models.BooleanField(default=False, help_text="Always retrieved, never evicted.")
+    forgotten = models.BooleanField(default=False, help_text="Kept, but never retrieved (evicted or forgotten).")
+    enabled = models.BooleanField(default=True)
+    use_count = models.PositiveIntegerField(default=0)
+    last_used_at = models.DateTimeField(null=True, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    # A rebuildable cache: float32 bytes and what made them, so a vector from another model is never compared.
+    embedding = models.BinaryField(null=True, blank=True)
+    embedding_model = models.CharField(max_length=200, blank=True)
+    embedding_dims = models.PositiveIntegerField(null=True, blank=True)
+    embedded_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["campaign", "id"]
+        verbose_name_plural = "memories"
+        indexes = [
+            models.Index(fields=["campaign", "branch", "depth"]),
+            models.Index(fields=["campaign", "forgotten"]),
+        ]
+
+    def __str__(self):
+        return self.text[:60]
+
+
+class MemoryRun(models.Model):
+    """What the memory step of the post-turn worker did after one reply, failures included."""
+
+    class Status(models.TextChoices):
+        WRITTEN = "written", "Memories written"
+        NOTHING_DUE = "nothing_due", "No block due"
+        FAILED = "failed", "Failed"
+
+    node = models.OneToOneField(Node, on_delete=models.CASCADE, related_name="memory_run")
+    campaign = models.ForeignKey(Campaign, on_delete=models.CASCADE, related_name="+")
+    status = models.CharField(max_length=12, choices=Status.choices)
+    written = models.PositiveIntegerField(default=0)
+    evicted = models.PositiveIntegerField(default=0)
+    embedded = models.PositiveIntegerField(default=0)
+    embedding_note = models.TextField(blank=True, help_text="Why vectors were not made, in words.")
+    error = models.TextField(blank=True)
+    attempts = models.PositiveIntegerField(default=1)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    def __str__(self):
+        return f"memory run for node {self.node_id}: {self.status}"

@@ -1,0 +1,173 @@
+"""Rank the eligible memories for one turn (seed 000 §20-§22, as implemented in v1.1 WP-B.2).
+
+    semantic = 0.6·cos(input, memory) + 0.4·cos(context, memory)   (either alone when the other is empty)
+    lexical  = Σ w(t) over the input's terms the memory holds / Σ w(t) over all the input's terms
+    w(t)     = ln((N + 1) / (df(t) + 1))     N eligible memories, df(t) of them holding t
+    final    = semantic + 0.15·lexical
+
+Pins come first and always, counted toward ``top_k``; the rest fill it best
+first, ties by id, skipping a repeat of a memory already chosen. Everything
+here is pure: the caller has already filtered eligibility (campaign, lineage,
+not forgotten, enabled) and embedded the query.
+"""
+
+import math
+import re
+from dataclasses import dataclass, field
+
+import numpy as np
+
+INPUT_WEIGHT = 0.6
+CONTEXT_WEIGHT = 0.4
+# Chosen by sweep in seed 000 §20 (0 … 0.5): the smallest weight at which the
+# lexical term alone lifts a planting-era memory into top_k, while no
+# rare-word control lets an unrelated memory pass a semantically relevant one.
+LEXICAL_WEIGHT = 0.15
+MEMORY_TOP_K = 5
+
+# nomic-embed-text: distinct facts stop appearing above 0.91 and restatements
+# of one fact sit above 0.93 (seed 000 §22, M6 measurement). A property of the
+# embedding model, not a universal constant; measured there, not on this
+# machine, which has no embedding model.
+REDUNDANT_SIMILARITY = 0.93
+
+_NAME = re.compile(r"\b[A-Z][\w’'-]*")
+_NOT_NAMES = frozenset("""a an and as at but by for from he her his i if in it its of on or she so that the their
+then there these they this those to we when where while who you your""".split())
+
+
+@dataclass(frozen=True, slots=True)
+class Candidate:
+    id: int
+    authority: str
+    pinned: bool
+    terms: frozenset  # folded meaningful terms of the memory's text
+    names: frozenset = frozenset()  # the people, places and things it names (names_in)
+
+
+@dataclass(frozen=True, slots=True)
+class Scored:
+    id: int
+    authority: str
+    pinned: bool
+    semantic: float | None  # None when the memory or the query has no vector
+    lexical: float
+    final: float
+
+
+@dataclass
+class Selection:
+    used: list  # [Scored], pins first, then best first
+    considered: int
+    suppressed: list = field(default_factory=list)  # [{"id", "repeats", "cosine"}]
+    weights: dict = field(default_factory=dict)  # input term -> rarity weight this turn
+
+
+def fold_terms(words):
+    """Return ``words`` with possessives dropped and a plural ``s`` folded, as a set (no stemmer)."""
+    folded = set()
+    for word in words:
+        word = word.replace("’", "'").split("'")[0]
+        if len(word) > 3 and word.endswith("s") and not word.endswith("ss"):
+            word = word[:-1]
+        if word:
+            folded.add(word)
+    return frozenset(folded)
+
+
+def names_in(text):
+    """Return the capitalised words of ``text`` (who and what it names), lowercased and folded."""
+    return fold_terms(w.lower() for w in _NAME.findall(text) if w.lower() not in _NOT_NAMES)
+
+
+def rarity_weights(input_terms, candidates):
+    """Return w(t) for each input term, over the eligible ``candidates`` only (per turn, nothing stored)."""
+    n = len(candidates)
+    weights = {}
+    for term in input_terms:
+        df = sum(1 for c in candidates if term in c.terms)
+        weights[term] = math.log((n + 1) / (df + 1))
+    return weights
+
+
+def lexical_score(terms, weights):
+    total = sum(weights.values())
+    if total <= 0:
+        return 0.0
+    return sum(w for t, w in weights.items() if t in terms) / total
+
+
+def semantic_scores(matrix, has_vector, input_vector=None, context_vector=None):
+    """Return each row's semantic score (NaN where ``has_vector`` is false), or None with no query vector.
+
+    ``matrix`` rows are unit vectors; the query vectors are normalised here.
+    """
+    parts = []
+    for vector, weight in ((input_vector, INPUT_WEIGHT), (context_vector, CONTEXT_WEIGHT)):
+        if vector is not None:
+            v = np.asarray(vector, dtype=np.float32)
+            parts.append((matrix @ (v / (np.linalg.norm(v) or 1.0)), weight))
+    if not parts:
+        return None
+    if len(parts) == 1:
+        scores = parts[0][0]
+    else:
+        scores = sum(cosines * weight for cosines, weight in parts)
+    return np.where(has_vector, scores, np.nan)
+
+
+def rank(candidates, input_terms, *, semantic=None, matrix=None, top_k=MEMORY_TOP_K):
+    """Return the Selection for ``candidates``.
+
+    ``semantic`` is semantic_scores() aligned with ``candidates`` (None: lexical
+    only); ``matrix`` their unit vectors, for redundancy (rows of memories
+    without a vector are ignored).
+    """
+    weights = rarity_weights(input_terms, candidates)
+    lexical = np.array([lexical_score(c.terms, weights) for c in candidates], dtype=np.float64)
+    sem = np.zeros(len(candidates)) if semantic is None else np.nan_to_num(np.asarray(semantic, np.float64))
+    final = sem + LEXICAL_WEIGHT * lexical
+    ids = np.array([c.id for c in candidates], dtype=np.int64)
+    order = np.lexsort((ids, -final)) if len(candidates) else np.zeros(0, np.int64)
+
+    def scored(i):
+        c = candidates[i]
+        value = None if semantic is None or np.isnan(semantic[i]) else float(semantic[i])
+        return Scored(c.id, c.authority, c.pinned, value, float(lexical[i]), float(final[i]))
+
+    pins = [i for i in order if candidates[i].pinned]
+    chosen = list(pins)
+    suppressed = []
+    for i in order:
+        if len(chosen) >= top_k:
+            break
+        if candidates[i].pinned:
+            continue
+        repeat = _repeats(i, chosen, candidates, matrix, semantic)
+        if repeat is not None:
+            suppressed.append({"id": candidates[i].id, "repeats": candidates[repeat[0]].id, "cosine": repeat[1]})
+            continue
+        chosen.append(i)
+    return Selection([scored(i) for i in chosen], len(candidates), suppressed, weights)
+
+
+def _repeats(i, chosen, candidates, matrix, semantic):
+    """Return (index, cosine) of a chosen memory ``i`` repeats, or None.
+
+    A repeat has the same authority (an inference never suppresses a record,
+    nor the reverse), a cosine at REDUNDANT_SIMILARITY or above, and names
+    nobody and nothing the chosen one does not: "Mara promised to return before
+    dawn" and "Aldric promised to return before dawn" are two facts however
+    close their vectors are.
+    """
+    if matrix is None or semantic is None or np.isnan(semantic[i]):
+        return None
+    candidate = candidates[i]
+    for j in chosen:
+        other = candidates[j]
+        if other.authority != candidate.authority or np.isnan(semantic[j]) or other.names != candidate.names:
+            continue
+        cosine = float(matrix[i] @ matrix[j])
+        if cosine >= REDUNDANT_SIMILARITY:
+            return j, cosine
+    return None

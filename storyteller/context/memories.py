@@ -1,0 +1,189 @@
+"""Story memories in the prompt: the retrieval query, the ranking edge and the section (seed 000 §14, §18-§22).
+
+The query is two short texts (v1.1 WP-B.2): the player's own input (its last
+200 tokens) and the scene (the state's scene line, place and who is present,
+60 tokens, then the end of the newest narration, 120), embedded together in
+one call before the build, so a one-line recall question is not drowned by
+recent prose. Eligibility is the lineage chokepoint (``memory.bank.eligible``);
+ranking is ``memory.ranking``. The section is protected, first in the dynamic
+tail, and marks heuristic memories ``[inferred]`` with what that means.
+Everything here but ``embed_query`` is read-only and model-free.
+"""
+
+import functools
+import threading
+from dataclasses import dataclass
+
+import numpy as np
+from asgiref.sync import async_to_sync
+from django.db.models import Count, Max
+
+from campaigns import state
+from knowledge import retrieval
+from knowledge.importer import embedding_model, prefixes
+from memory import bank, ranking
+from memory.models import Memory
+
+from .. import llm, tokens
+from .layers import DYNAMIC_TAIL, Section
+
+INPUT_TOKENS = 200
+SCENE_TOKENS = 60
+NARRATION_TOKENS = 120
+
+HEADER = ("Memories from earlier in this story (what happened on this line, beyond the recent story). "
+          "Lines marked [inferred] are interpretation, not established fact — do not treat them as settled truth; "
+          "the current story state and canon outrank every memory.")
+INFERRED = "[inferred]"
+
+
+@dataclass(frozen=True)
+class Query:
+    input: str
+    context: str
+    input_vector: tuple | None = None
+    context_vector: tuple | None = None
+    model: str = ""
+    note: str = ""  # why ranking is lexical only, when it is
+
+    @property
+    def input_terms(self):
+        return tuple(sorted(ranking.fold_terms(retrieval.meaningful_terms(self.input))))
+
+
+def query_for(campaign, path, action):
+    """Return the memory Query for ``action`` after ``path`` (not yet embedded).
+
+    A continue has no input: the context alone is searched. A retry passes
+    the path before the discarded reply, so that reply is not in the context.
+    """
+    current = state.state_at(path, campaign)
+    scene = current.scene()
+    place = (scene.data.get("location", "") if scene else "") or current.location_of(state.PROTAGONIST)
+    present = [current.name_of(key) for key in current.present() if key != state.PROTAGONIST]
+    scene_text = "\n".join(part for part in (scene.value if scene else "", current.name_of(place) if place else "",
+                                              ", ".join(present)) if part)
+    narration = (path.nodes().exclude(role="player").order_by("-depth").values_list("text", flat=True).first()
+                 or "")
+    context = "\n".join(part for part in (tokens.cut(scene_text, SCENE_TOKENS),
+                                          tokens.cut_end(narration, NARRATION_TOKENS)) if part.strip())
+    text = action.text if action.mode != "continue" else ""
+    return Query(tokens.cut_end(text.strip(), INPUT_TOKENS), context)
+
+
+def embed_query(campaign, path, query):
+    """Return ``query`` with its vectors, or with the reason ranking is lexical only: one model call at most.
+
+    No call is made when no eligible memory has a vector from the campaign's
+    embedding model (nothing to compare with).
+    """
+    model = embedding_model(campaign)
+    if not bank.eligible(campaign.pk, path).filter(embedding_model=model, embedding__isnull=False).exists():
+        return _note(query, model, f"no memory on this line has a vector from {model}; ranked on words only")
+    texts = [text for text in (query.input, query.context) if text]
+    if not texts:
+        return _note(query, model, "nothing to search for")
+    embedder = llm.embedder_for(model)
+    try:
+        vectors = async_to_sync(embedder.embed)([prefixes(model)[1] + text for text in texts])
+    except llm.EmbeddingUnavailable:
+        return _note(query, model, f"no embedding model is available ({embedder.model}); ranked on words only")
+    except llm.NarratorError as error:
+        return _note(query, model, f"the query could not be embedded ({error}); ranked on words only")
+    vectors = iter(vectors)
+    return Query(query.input, query.context,
+                 tuple(next(vectors)) if query.input else None,
+                 tuple(next(vectors)) if query.context else None, model, "")
+
+
+def section(campaign, path, query, *, top_k=ranking.MEMORY_TOP_K):
+    """Return (Section or None, report) for the memories this turn uses."""
+    rows = list(bank.eligible(campaign.pk, path).values_list(
+        "id", "text", "authority", "pinned", "source_start", "source_end", "branch_id", "depth", "origin"))
+    report = {
+        "query": {"input": query.input, "context": query.context, "input_terms": list(query.input_terms)},
+        "semantic": {"used": query.input_vector is not None or query.context_vector is not None,
+                     "model": query.model, "note": query.note},
+        "used": [], "considered": len(rows), "suppressed": 0, "suppressed_ids": [], "without_vectors": 0,
+    }
+    if not rows:
+        return None, report
+    candidates = [ranking.Candidate(pk, authority, pinned, *_terms(text))
+                  for pk, text, authority, pinned, *_ in rows]
+    semantic = matrix = None
+    if report["semantic"]["used"]:
+        matrix, has = _matrix_for(campaign.pk, query.model, [row[0] for row in rows])
+        dims = len(query.input_vector or query.context_vector)
+        if matrix.shape[1] == dims:
+            semantic = ranking.semantic_scores(matrix, has, query.input_vector, query.context_vector)
+            report["without_vectors"] = int((~has).sum())
+        else:
+            matrix = None
+            report["semantic"].update(used=False, note=f"the stored vectors are not {dims}-dimensional like the "
+                                                       "query's; rebuild the memory embeddings")
+    chosen = ranking.rank(candidates, query.input_terms, semantic=semantic, matrix=matrix, top_k=top_k)
+    by_id = {row[0]: row for row in rows}
+    used = []
+    for scored in chosen.used:
+        pk, text, authority, pinned, start, end, branch_id, depth, origin = by_id[scored.id]
+        used.append({
+            "type": "memory", "id": pk, "text": text, "authority": authority, "pinned": pinned,
+            "source_start": start, "source_end": end, "branch": branch_id, "depth": depth, "origin": origin,
+            "semantic": _rounded(scored.semantic), "lexical": round(scored.lexical, 4),
+            "final": round(scored.final, 4), "similarity": _rounded(scored.semantic),
+        })
+    report.update(used=used, suppressed=len(chosen.suppressed), suppressed_ids=chosen.suppressed,
+                  weights={term: round(weight, 4) for term, weight in chosen.weights.items()})
+    lines = [HEADER, *(f"- {INFERRED + ' ' if entry['authority'] == Memory.Authority.HEURISTIC else ''}{entry['text']}"
+                       for entry in used)]
+    authority = "Level 3 accepted history; [inferred] lines Level 4 heuristic memory"
+    return Section("memories", "Story memories", authority, DYNAMIC_TAIL, "\n".join(lines), protected=True,
+                   components=used), report
+
+
+@functools.lru_cache(maxsize=65536)
+def _terms(text):
+    """Return (folded terms, names) of a memory's text; texts repeat turn after turn, so this is cached."""
+    return ranking.fold_terms(retrieval.meaningful_terms(text)), ranking.names_in(text)
+
+
+def _note(query, model, note):
+    return Query(query.input, query.context, None, None, model, note)
+
+
+def _rounded(value):
+    return None if value is None else round(value, 4)
+
+
+# The campaign's memory vectors as one normalised float32 matrix, kept between
+# turns: reading 10,000 768-dim vectors out of SQLite costs far more than the
+# 100 ms a retrieval may take. Every vector write stamps embedded_at and every
+# edit clears the vector, so (count, newest embedded_at) says when it is stale.
+_cache = {}
+_cache_lock = threading.Lock()
+
+
+def _matrix_for(campaign_id, model, ids):
+    """Return (rows aligned with ``ids``, whether each has a vector) from the cached matrix."""
+    vectors = Memory.objects.filter(campaign_id=campaign_id, embedding_model=model, embedding__isnull=False)
+    stamp = tuple(vectors.aggregate(n=Count("id"), newest=Max("embedded_at")).values())
+    key = (campaign_id, model)
+    with _cache_lock:
+        cached = _cache.get(key)
+    if not cached or cached[0] != stamp:
+        data = list(vectors.values_list("id", "embedding"))
+        dims = max((len(blob) // 4 for _, blob in data), default=0)
+        data = [(pk, blob) for pk, blob in data if len(blob) // 4 == dims]
+        matrix = (np.vstack([np.frombuffer(blob, dtype=np.float32) for _, blob in data]) if data
+                  else np.zeros((0, 0), np.float32))
+        norms = np.linalg.norm(matrix, axis=1, keepdims=True) if data else np.ones((0, 1), np.float32)
+        matrix = matrix / np.where(norms == 0, 1, norms)
+        cached = (stamp, ({pk: i for i, (pk, _) in enumerate(data)}, matrix))
+        with _cache_lock:
+            _cache[key] = cached
+    row_of, matrix = cached[1]
+    index = np.array([row_of.get(pk, -1) for pk in ids], dtype=np.int64)
+    has = index >= 0
+    if not matrix.shape[0]:
+        return np.zeros((len(ids), 1), np.float32), has
+    return matrix[np.where(has, index, 0)], has
