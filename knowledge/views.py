@@ -7,6 +7,7 @@ is fetched with the signed-in owner in the query, so anyone else's is a 404.
 from django.contrib.auth.decorators import login_required
 from django.db.models import Count, Sum
 from django.shortcuts import get_object_or_404, redirect, render
+from django.urls import reverse
 from django.views.decorators.http import require_GET, require_POST
 from django_htmx.http import HttpResponseClientRedirect
 
@@ -126,7 +127,7 @@ def source_delete(request, pk, source_pk):
     source = _get_source_for_user(request, pk, source_pk)
     source.delete()
     if request.htmx:
-        return HttpResponseClientRedirect(f"/campaigns/{pk}/knowledge/")
+        return HttpResponseClientRedirect(reverse("knowledge", args=[pk]))
     return redirect("knowledge", pk)
 
 
