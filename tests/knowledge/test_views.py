@@ -175,3 +175,36 @@ def test_another_persons_knowledge_is_404_everywhere(client, campaign, outsider)
 def test_the_pages_need_a_signed_in_user(client, campaign):
     response = client.get(reverse("knowledge", args=[campaign.pk]))
     assert response.status_code == 302 and "/login/" in response.url
+
+
+def test_an_htmx_upload_returns_the_import_fragment(client_of, campaign):
+    files = [SimpleUploadedFile("canon.md", read_fixture("canon.md"))]
+    response = client_of.post(reverse("knowledge_upload", args=[campaign.pk]),
+                              {"classification": "canon", "files": files}, **HTMX)
+    fragment = response.content.decode()
+    assert response.status_code == 200 and fragment.lstrip().startswith('<section class="card" id="import"')
+    assert "Imported canon.md" in fragment and "<html" not in fragment
+
+
+def test_with_the_builtin_narrator_the_pages_say_there_is_no_embedding_model(client_of, campaign, settings):
+    from campaigns import lineage
+    from knowledge.importer import embed_source
+    from storyteller import context
+    from tests.campaigns.test_lineage import act
+
+    settings.STORYTELLER_LLM_URL = "http://127.0.0.1:9"  # nothing answers: the built-in narrator plays
+    settings.STORYTELLER_LLM_URL_CONFIGURED = False
+    source = import_fixture(campaign, "reference.md")
+    embed_source(source)
+    assert "No embedding model" in client_of.get(reverse("knowledge", args=[campaign.pk])).content.decode()
+    from knowledge import retrieval
+
+    path = lineage.path_of(campaign)
+    action = Action(mode="do", text="warp drives between stars")
+    query = retrieval.embed_query(campaign, context.knowledge_query(campaign, path, action))
+    ctx = context.build(campaign, path, action, query=query)
+    act(campaign, "warp drives between stars", "None here.")
+    ContextSnapshot.objects.update(report=ctx.report)
+    node = Node.objects.get(role="narrator")
+    page = client_of.get(reverse("inspector", args=[campaign.pk, node.pk])).content.decode()
+    assert "No semantic retrieval: No embedding model" in page and "fold space" in page
