@@ -35,6 +35,7 @@ HEADER = ("Memories from earlier in this story (what happened on this line, beyo
           "Lines marked [inferred] are interpretation, not established fact — do not treat them as settled truth; "
           "the current story state and canon outrank every memory.")
 INFERRED = "[inferred]"
+NOT_EMBEDDED = "the query was not embedded; ranked on words only"
 
 
 @dataclass(frozen=True)
@@ -68,7 +69,7 @@ def query_for(campaign, path, action):
     context = "\n".join(part for part in (tokens.cut(scene_text, SCENE_TOKENS),
                                           tokens.cut_end(narration, NARRATION_TOKENS)) if part.strip())
     text = action.text if action.mode != "continue" else ""
-    return Query(tokens.cut_end(text.strip(), INPUT_TOKENS), context)
+    return Query(tokens.cut_end(text.strip(), INPUT_TOKENS), context, note=NOT_EMBEDDED)
 
 
 def embed_query(campaign, path, query):
