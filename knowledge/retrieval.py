@@ -15,7 +15,7 @@ import functools
 import re
 import threading
 import unicodedata
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 from asgiref.sync import async_to_sync
@@ -218,8 +218,8 @@ def retrieve(campaign, query, *, exclude_always_included=True):
     candidates = {}
     if query_terms and classes:
         found = _lexical(campaign.pk, query_terms, exclude_always_included)
-        texts = dict((pk, (heading, text)) for pk, heading, text in
-                     Passage.objects.filter(pk__in=[pk for pk, _, _ in found]).values_list("id", "heading_path", "text"))
+        rows = Passage.objects.filter(pk__in=[pk for pk, _, _ in found]).values_list("id", "heading_path", "text")
+        texts = {pk: (heading, text) for pk, heading, text in rows}
         by_stem = {_stem(term): term for term in query_terms}
         for passage_id, source_id, score in found:
             terms = _terms_in(*texts[passage_id], by_stem)
@@ -230,7 +230,7 @@ def retrieve(campaign, query, *, exclude_always_included=True):
         ready = {pk for pk, state in sources.values_list("id", "semantic_state") if state == Source.IndexState.READY}
         for passage_id, source_id, cosine in _semantic(campaign.pk, query, ready, floor):
             existing = candidates.get(passage_id) or Candidate(passage_id, source_id, classes[source_id])
-            candidates[passage_id] = _replace(existing, cosine=cosine)
+            candidates[passage_id] = replace(existing, cosine=cosine)
     hits = rank(list(candidates.values()), query_terms=query_terms, standing_terms=standing_terms,
                 floor=floor)[:MAX_HITS]
     # Never the source's text (up to 1 MiB each) nor the vectors: only what a hit shows.
@@ -241,10 +241,6 @@ def retrieve(campaign, query, *, exclude_always_included=True):
 
 def _note(query, model, note):
     return Query(query.text, query.standing_names, None, model, note)
-
-
-def _replace(candidate, **changes):
-    return Candidate(**{**candidate.__dict__, **changes})
 
 
 def _lexical(campaign_id, terms, exclude_always_included):
