@@ -102,8 +102,9 @@ def test_deleting_a_source_keeps_what_earlier_prompts_were_given(client_of, camp
     snapshot.save()
     assert "Used in turns" in client_of.get(source.get_absolute_url()).content.decode()
     assert f"/replies/{snapshot.node_id}/inspect/" in client_of.get(source.get_absolute_url()).content.decode()
-    response = client_of.post(reverse("knowledge_source_delete", args=[campaign.pk, source.pk]))
-    assert response.status_code == 302 and not Source.objects.exists() and not Passage.objects.exists()
+    response = client_of.post(reverse("knowledge_source_delete", args=[campaign.pk, source.pk]), **HTMX)
+    assert response["HX-Redirect"] == reverse("knowledge", args=[campaign.pk])
+    assert not Source.objects.exists() and not Passage.objects.exists()
     inspector = client_of.get(reverse("inspector", args=[campaign.pk, snapshot.node_id])).content.decode()
     assert "fold space" in inspector, "the prompt snapshot keeps the text it used"
     assert 'id="knowledge-passages"' in inspector and "reference.md" in inspector
