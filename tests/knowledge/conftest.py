@@ -5,8 +5,9 @@ import pytest
 
 from knowledge.importer import import_source
 
-# The standard fixtures live beside the checkout, in ../shared (seed 003 §72).
-FIXTURES = Path(__file__).resolve().parents[3] / "shared" / "fixtures" / "knowledge"
+# The standard fixtures (seed 003 §72), copied byte for byte from
+# ../shared/fixtures/knowledge so the suite runs wherever the checkout is.
+FIXTURES = Path(__file__).resolve().parent / "fixtures"
 
 CLASSES = {"canon.md": "canon", "reference.md": "reference", "inspiration.md": "inspiration", "hostile.md": "reference"}
 
