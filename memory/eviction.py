@@ -50,7 +50,8 @@ def eviction_order(entries, *, frozen=()):
     frozen = set(frozen)
     ranged = sorted((e for e in entries if e.start is not None), key=lambda e: (e.start, e.end, e.id))
     boundaries = {ranged[0].id, ranged[-1].id} if ranged else set()
-    order = _by_coverage(ranged, lambda e: not e.pinned and e.id not in frozen and e.id not in boundaries)
+    candidate = [not e.pinned and e.id not in frozen and e.id not in boundaries for e in ranged]
+    order = _by_coverage(ranged, candidate)
     taken = set(order)
     rest = [e for e in entries if e.id not in taken and not e.pinned and e.id not in frozen]
     rest.sort(key=lambda e: (e.recency, e.uses, e.id))
@@ -65,32 +66,28 @@ def _by_coverage(ranged, candidate):
     entries are skipped. O(n log n) over the bank.
     """
     n = len(ranged)
+    starts = [e.start for e in ranged]
+    ends = [e.end for e in ranged]
     prev = list(range(-1, n - 1))
     nxt = list(range(1, n + 1))
-    alive = [True] * n
     version = [0] * n
-
-    def hole(i):
-        before, after = prev[i], nxt[i]
-        return max(0, ranged[after].start - ranged[before].end - 1)
-
-    heap = []
-    for i, e in enumerate(ranged):
-        if candidate(e):
-            heap.append((hole(i), e.recency, e.uses, e.id, i, 0))
+    heap = [(max(0, starts[i + 1] - ends[i - 1] - 1), e.recency, e.uses, e.id, i, 0)
+            for i, e in enumerate(ranged) if candidate[i]]
     heapq.heapify(heap)
+    push, pop = heapq.heappush, heapq.heappop
     order = []
     while heap:
-        _, _, _, memory_id, i, seen = heapq.heappop(heap)
-        if not alive[i] or seen != version[i]:
+        _, _, _, memory_id, i, seen = pop(heap)
+        if seen != version[i]:
             continue
-        alive[i] = False
+        version[i] = -1  # gone: every entry of it is stale now
         order.append(memory_id)
         before, after = prev[i], nxt[i]
         nxt[before], prev[after] = after, before
+        # Boundaries are never candidates, so a candidate always has both neighbours.
         for j in (before, after):
-            e = ranged[j]
-            if candidate(e):
+            if candidate[j]:
                 version[j] += 1
-                heapq.heappush(heap, (hole(j), e.recency, e.uses, e.id, j, version[j]))
+                e = ranged[j]
+                push(heap, (max(0, starts[nxt[j]] - ends[prev[j]] - 1), e.recency, e.uses, e.id, j, version[j]))
     return order

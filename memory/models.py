@@ -53,6 +53,8 @@ class Memory(models.Model):
         indexes = [
             models.Index(fields=["campaign", "branch", "depth"]),
             models.Index(fields=["campaign", "forgotten"]),
+            # Answers the vector cache's stamp (count, newest) without reading a vector.
+            models.Index(fields=["campaign", "embedding_model", "embedded_at"], name="memory_vector_stamp"),
         ]
 
     def __str__(self):

@@ -11,9 +11,9 @@ here is pure: the caller has already filtered eligibility (campaign, lineage,
 not forgotten, enabled) and embedded the query.
 """
 
-import math
 import re
 from dataclasses import dataclass, field
+from typing import NamedTuple
 
 import numpy as np
 
@@ -36,8 +36,9 @@ _NOT_NAMES = frozenset("""a an and as at but by for from he her his i if in it i
 then there these they this those to we when where while who you your""".split())
 
 
-@dataclass(frozen=True, slots=True)
-class Candidate:
+class Candidate(NamedTuple):
+    """One eligible memory (a tuple: ten thousand are built per turn)."""
+
     id: int
     authority: str
     pinned: bool
@@ -45,8 +46,7 @@ class Candidate:
     names: frozenset = frozenset()  # the people, places and things it names (names_in)
 
 
-@dataclass(frozen=True, slots=True)
-class Scored:
+class Scored(NamedTuple):
     id: int
     authority: str
     pinned: bool
@@ -82,52 +82,41 @@ def names_in(text):
 
 def rarity_weights(input_terms, candidates):
     """Return w(t) for each input term, over the eligible ``candidates`` only (per turn, nothing stored)."""
-    n = len(candidates)
-    weights = {}
-    for term in input_terms:
-        df = sum(1 for c in candidates if term in c.terms)
-        weights[term] = math.log((n + 1) / (df + 1))
-    return weights
+    return dict(zip(input_terms, _weights(_holding(input_terms, candidates), len(candidates))))
 
 
-def lexical_score(terms, weights):
-    total = sum(weights.values())
-    if total <= 0:
-        return 0.0
-    return sum(w for t, w in weights.items() if t in terms) / total
+def semantic_scores(matrix, rows, input_vector=None, context_vector=None):
+    """Return the semantic score of each candidate, NaN where it has no vector; None with no query vector.
 
-
-def semantic_scores(matrix, has_vector, input_vector=None, context_vector=None):
-    """Return each row's semantic score (NaN where ``has_vector`` is false), or None with no query vector.
-
-    ``matrix`` rows are unit vectors; the query vectors are normalised here.
+    ``matrix`` holds unit vectors; ``rows[i]`` is candidate i's row in it, or -1.
+    The query vectors are normalised here.
     """
-    parts = []
+    scores = None
     for vector, weight in ((input_vector, INPUT_WEIGHT), (context_vector, CONTEXT_WEIGHT)):
-        if vector is not None:
-            v = np.asarray(vector, dtype=np.float32)
-            parts.append((matrix @ (v / (np.linalg.norm(v) or 1.0)), weight))
-    if not parts:
+        if vector is None:
+            continue
+        v = np.asarray(vector, dtype=np.float32)
+        cosines = matrix @ (v / (np.linalg.norm(v) or 1.0))
+        scores = cosines if scores is None else scores * INPUT_WEIGHT + cosines * weight
+    if scores is None:
         return None
-    if len(parts) == 1:
-        scores = parts[0][0]
-    else:
-        scores = sum(cosines * weight for cosines, weight in parts)
-    return np.where(has_vector, scores, np.nan)
+    rows = np.asarray(rows, dtype=np.int64)
+    return np.where(rows >= 0, scores[np.maximum(rows, 0)], np.nan)
 
 
-def rank(candidates, input_terms, *, semantic=None, matrix=None, top_k=MEMORY_TOP_K):
+def rank(candidates, input_terms, *, semantic=None, matrix=None, rows=None, top_k=MEMORY_TOP_K):
     """Return the Selection for ``candidates``.
 
     ``semantic`` is semantic_scores() aligned with ``candidates`` (None: lexical
-    only); ``matrix`` their unit vectors, for redundancy (rows of memories
-    without a vector are ignored).
+    only); ``matrix`` and ``rows`` their unit vectors, for redundancy.
     """
-    weights = rarity_weights(input_terms, candidates)
-    lexical = np.array([lexical_score(c.terms, weights) for c in candidates], dtype=np.float64)
+    holding = _holding(input_terms, candidates)
+    weights = _weights(holding, len(candidates))
+    total = float(weights.sum())
+    lexical = (weights @ holding) / total if total > 0 else np.zeros(len(candidates))
     sem = np.zeros(len(candidates)) if semantic is None else np.nan_to_num(np.asarray(semantic, np.float64))
     final = sem + LEXICAL_WEIGHT * lexical
-    ids = np.array([c.id for c in candidates], dtype=np.int64)
+    ids = np.fromiter((c.id for c in candidates), dtype=np.int64, count=len(candidates))
     order = np.lexsort((ids, -final)) if len(candidates) else np.zeros(0, np.int64)
 
     def scored(i):
@@ -135,23 +124,39 @@ def rank(candidates, input_terms, *, semantic=None, matrix=None, top_k=MEMORY_TO
         value = None if semantic is None or np.isnan(semantic[i]) else float(semantic[i])
         return Scored(c.id, c.authority, c.pinned, value, float(lexical[i]), float(final[i]))
 
-    pins = [i for i in order if candidates[i].pinned]
-    chosen = list(pins)
+    chosen = [i for i in order if candidates[i].pinned]
     suppressed = []
     for i in order:
         if len(chosen) >= top_k:
             break
         if candidates[i].pinned:
             continue
-        repeat = _repeats(i, chosen, candidates, matrix, semantic)
+        repeat = _repeats(i, chosen, candidates, matrix, rows, semantic)
         if repeat is not None:
             suppressed.append({"id": candidates[i].id, "repeats": candidates[repeat[0]].id, "cosine": repeat[1]})
             continue
         chosen.append(i)
-    return Selection([scored(i) for i in chosen], len(candidates), suppressed, weights)
+    return Selection([scored(i) for i in chosen], len(candidates), suppressed,
+                     dict(zip(input_terms, weights.tolist())))
 
 
-def _repeats(i, chosen, candidates, matrix, semantic):
+def _holding(input_terms, candidates):
+    """Return a (terms × candidates) 0/1 matrix: which candidate holds which input term."""
+    holding = np.zeros((len(input_terms), len(candidates)))
+    row_of = {term: row for row, term in enumerate(input_terms)}
+    wanted = frozenset(input_terms)
+    for column, c in enumerate(candidates):
+        if not wanted.isdisjoint(c.terms):  # most memories share no word with the input: one C-level test
+            for term in wanted.intersection(c.terms):
+                holding[row_of[term], column] = 1.0
+    return holding
+
+
+def _weights(holding, n):
+    return np.log((n + 1) / (holding.sum(axis=1) + 1)) if holding.size else np.zeros(len(holding))
+
+
+def _repeats(i, chosen, candidates, matrix, rows, semantic):
     """Return (index, cosine) of a chosen memory ``i`` repeats, or None.
 
     A repeat has the same authority (an inference never suppresses a record,
@@ -167,7 +172,7 @@ def _repeats(i, chosen, candidates, matrix, semantic):
         other = candidates[j]
         if other.authority != candidate.authority or np.isnan(semantic[j]) or other.names != candidate.names:
             continue
-        cosine = float(matrix[i] @ matrix[j])
+        cosine = float(matrix[rows[i]] @ matrix[rows[j]])
         if cosine >= REDUNDANT_SIMILARITY:
             return j, cosine
     return None

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 
 import numpy as np
 from asgiref.sync import async_to_sync
+from django.db import connection
 from django.db.models import Count, Max
 
 from campaigns import state
@@ -79,7 +80,7 @@ def embed_query(campaign, path, query):
     embedding model (nothing to compare with).
     """
     model = embedding_model(campaign)
-    if not bank.eligible(campaign.pk, path).filter(embedding_model=model, embedding__isnull=False).exists():
+    if not bank.eligible(campaign.pk, path).filter(embedding_model=model).exists():
         return _note(query, model, f"no memory on this line has a vector from {model}; ranked on words only")
     texts = [text for text in (query.input, query.context) if text]
     if not texts:
@@ -99,8 +100,7 @@ def embed_query(campaign, path, query):
 
 def section(campaign, path, query, *, top_k=ranking.MEMORY_TOP_K):
     """Return (Section or None, report) for the memories this turn uses."""
-    rows = list(bank.eligible(campaign.pk, path).values_list(
-        "id", "text", "authority", "pinned", "source_start", "source_end", "branch_id", "depth", "origin"))
+    rows = _eligible_rows(campaign.pk, path)
     report = {
         "query": {"input": query.input, "context": query.context, "input_terms": list(query.input_terms)},
         "semantic": {"used": query.input_vector is not None or query.context_vector is not None,
@@ -109,21 +109,22 @@ def section(campaign, path, query, *, top_k=ranking.MEMORY_TOP_K):
     }
     if not rows:
         return None, report
-    candidates = [ranking.Candidate(pk, authority, pinned, *_terms(text))
-                  for pk, text, authority, pinned, *_ in rows]
-    semantic = matrix = None
+    candidates = [_candidate(*row) for row in rows]
+    semantic = matrix = positions = None
     if report["semantic"]["used"]:
-        matrix, has = _matrix_for(campaign.pk, query.model, [row[0] for row in rows])
+        matrix, positions = _matrix_for(campaign.pk, query.model, [row[0] for row in rows])
         dims = len(query.input_vector or query.context_vector)
         if matrix.shape[1] == dims:
-            semantic = ranking.semantic_scores(matrix, has, query.input_vector, query.context_vector)
-            report["without_vectors"] = int((~has).sum())
+            semantic = ranking.semantic_scores(matrix, positions, query.input_vector, query.context_vector)
+            report["without_vectors"] = int((positions < 0).sum())
         else:
             matrix = None
             report["semantic"].update(used=False, note=f"the stored vectors are not {dims}-dimensional like the "
                                                        "query's; rebuild the memory embeddings")
-    chosen = ranking.rank(candidates, query.input_terms, semantic=semantic, matrix=matrix, top_k=top_k)
-    by_id = {row[0]: row for row in rows}
+    chosen = ranking.rank(candidates, query.input_terms, semantic=semantic, matrix=matrix, rows=positions,
+                          top_k=top_k)
+    by_id = {row[0]: row for row in Memory.objects.filter(pk__in=[s.id for s in chosen.used]).values_list(
+        "id", "text", "authority", "pinned", "source_start", "source_end", "branch_id", "depth", "origin")}
     used = []
     for scored in chosen.used:
         pk, text, authority, pinned, start, end, branch_id, depth, origin = by_id[scored.id]
@@ -142,10 +143,24 @@ def section(campaign, path, query, *, top_k=ranking.MEMORY_TOP_K):
                    components=used), report
 
 
+def _eligible_rows(campaign_id, path):
+    """Return (id, text, authority, pinned) of every eligible memory, ordered by id.
+
+    Read through the cursor: Django's row handling cost more than the query
+    itself over 10,000 memories (bench "memory").
+    """
+    query = bank.eligible(campaign_id, path).order_by("id").values_list("id", "text", "authority", "pinned")
+    sql, params = query.query.sql_with_params()
+    with connection.cursor() as cursor:
+        cursor.execute(sql, params)
+        return [(pk, text, authority, bool(pinned)) for pk, text, authority, pinned in cursor.fetchall()]
+
+
 @functools.lru_cache(maxsize=65536)
-def _terms(text):
-    """Return (folded terms, names) of a memory's text; texts repeat turn after turn, so this is cached."""
-    return ranking.fold_terms(retrieval.meaningful_terms(text)), ranking.names_in(text)
+def _candidate(pk, text, authority, pinned):
+    """Return the ranking Candidate of a memory row; rows repeat turn after turn, so this is cached."""
+    return ranking.Candidate(pk, authority, pinned, ranking.fold_terms(retrieval.meaningful_terms(text)),
+                             ranking.names_in(text))
 
 
 def _note(query, model, note):
@@ -165,26 +180,26 @@ _cache_lock = threading.Lock()
 
 
 def _matrix_for(campaign_id, model, ids):
-    """Return (rows aligned with ``ids``, whether each has a vector) from the cached matrix."""
-    vectors = Memory.objects.filter(campaign_id=campaign_id, embedding_model=model, embedding__isnull=False)
+    """Return (the campaign's cached unit-vector matrix, each of ``ids``' row in it or -1)."""
+    # embedding_model is set exactly when a vector is (bank.store_vectors, bank.clear_vectors), so the
+    # stamp is answered from the (campaign, embedding_model, embedded_at) index without reading a vector.
+    vectors = Memory.objects.filter(campaign_id=campaign_id, embedding_model=model)
     stamp = tuple(vectors.aggregate(n=Count("id"), newest=Max("embedded_at")).values())
     key = (campaign_id, model)
     with _cache_lock:
         cached = _cache.get(key)
     if not cached or cached[0] != stamp:
-        data = list(vectors.values_list("id", "embedding"))
+        data = list(vectors.exclude(embedding__isnull=True).values_list("id", "embedding"))
         dims = max((len(blob) // 4 for _, blob in data), default=0)
         data = [(pk, blob) for pk, blob in data if len(blob) // 4 == dims]
-        matrix = (np.vstack([np.frombuffer(blob, dtype=np.float32) for _, blob in data]) if data
-                  else np.zeros((0, 0), np.float32))
-        norms = np.linalg.norm(matrix, axis=1, keepdims=True) if data else np.ones((0, 1), np.float32)
-        matrix = matrix / np.where(norms == 0, 1, norms)
+        if data:
+            matrix = np.vstack([np.frombuffer(blob, dtype=np.float32) for _, blob in data])
+            norms = np.linalg.norm(matrix, axis=1, keepdims=True)
+            matrix = matrix / np.where(norms == 0, 1, norms)
+        else:
+            matrix = np.zeros((0, 0), np.float32)
         cached = (stamp, ({pk: i for i, (pk, _) in enumerate(data)}, matrix))
         with _cache_lock:
             _cache[key] = cached
     row_of, matrix = cached[1]
-    index = np.array([row_of.get(pk, -1) for pk in ids], dtype=np.int64)
-    has = index >= 0
-    if not matrix.shape[0]:
-        return np.zeros((len(ids), 1), np.float32), has
-    return matrix[np.where(has, index, 0)], has
+    return matrix, np.fromiter((row_of.get(pk, -1) for pk in ids), dtype=np.int64, count=len(ids))

@@ -7,6 +7,9 @@ import numpy as np
 from memory import ranking
 
 
+ROWS3 = np.arange(3)
+
+
 def candidate(pk, text, *, authority="accepted_story", pinned=False):
     words = [w.strip(".,?!").lower() for w in text.split()]
     return ranking.Candidate(pk, authority, pinned, ranking.fold_terms(w for w in words if len(w) > 2),
@@ -24,9 +27,8 @@ def test_final_is_semantic_plus_a_fifteenth_of_the_rarity_weighted_lexical_share
     b = candidate(2, "Mara walked to the landing")
     c = candidate(3, "Mara slept")
     matrix = np.vstack([unit(1, 0), unit(0, 1), unit(1, 1)])
-    has = np.array([True, True, True])
-    semantic = ranking.semantic_scores(matrix, has, unit(1, 0), unit(0, 1))
-    chosen = ranking.rank([a, b, c], ("mara", "sundial"), semantic=semantic, matrix=matrix)
+    semantic = ranking.semantic_scores(matrix, ROWS3, unit(1, 0), unit(0, 1))
+    chosen = ranking.rank([a, b, c], ("mara", "sundial"), semantic=semantic, matrix=matrix, rows=np.arange(len(matrix)))
     # "mara" is in every candidate: it weighs ln(4/4) = 0; "sundial" in one: ln(4/2).
     assert chosen.weights == {"mara": 0.0, "sundial": math.log(2)}
     by_id = {s.id: s for s in chosen.used}
@@ -54,8 +56,8 @@ def test_a_one_line_question_is_not_drowned_by_recent_narration():
     matrix = np.vstack([fact, *later])
     candidates = [candidate(1, "Mara slipped the amber sundial inside the cracked teapot")]
     candidates += [candidate(i, "The travellers talked at the tavern") for i in range(2, 18)]
-    semantic = ranking.semantic_scores(matrix, np.ones(17, bool), question, narration)
-    chosen = ranking.rank(candidates, ("amber", "sundial"), semantic=semantic, matrix=matrix)
+    semantic = ranking.semantic_scores(matrix, np.arange(17), question, narration)
+    chosen = ranking.rank(candidates, ("amber", "sundial"), semantic=semantic, matrix=matrix, rows=np.arange(len(matrix)))
     assert chosen.used[0].id == 1
 
 
@@ -85,8 +87,8 @@ def test_a_restatement_of_a_chosen_memory_is_suppressed_and_counted():
     b = candidate(2, "Mara hid a letter under the hearthstone.")
     c = candidate(3, "The abbey bell rang at noon.")
     matrix = np.vstack([unit(1, 0.01), unit(1, 0.02), unit(0, 1)])
-    semantic = ranking.semantic_scores(matrix, np.ones(3, bool), unit(1, 0))
-    chosen = ranking.rank([a, b, c], (), semantic=semantic, matrix=matrix)
+    semantic = ranking.semantic_scores(matrix, np.arange(3), unit(1, 0))
+    chosen = ranking.rank([a, b, c], (), semantic=semantic, matrix=matrix, rows=np.arange(len(matrix)))
     assert [s.id for s in chosen.used] == [1, 3]
     assert chosen.suppressed == [{"id": 2, "repeats": 1, "cosine": chosen.suppressed[0]["cosine"]}]
     assert chosen.suppressed[0]["cosine"] >= ranking.REDUNDANT_SIMILARITY
@@ -98,8 +100,8 @@ def test_mara_and_aldric_promising_to_return_are_never_merged():
     aldric = candidate(2, "Aldric promised to return before dawn")
     # Even at a cosine far above the threshold, as an embedding model may well give them.
     matrix = np.vstack([unit(1, 0.001), unit(1, 0.002)])
-    semantic = ranking.semantic_scores(matrix, np.ones(2, bool), unit(1, 0))
-    chosen = ranking.rank([mara, aldric], ("promised",), semantic=semantic, matrix=matrix)
+    semantic = ranking.semantic_scores(matrix, np.arange(2), unit(1, 0))
+    chosen = ranking.rank([mara, aldric], ("promised",), semantic=semantic, matrix=matrix, rows=np.arange(len(matrix)))
     assert {s.id for s in chosen.used} == {1, 2}
     assert chosen.suppressed == []
 
@@ -108,8 +110,8 @@ def test_redundancy_never_crosses_authority():
     fact = candidate(1, "Mara hid the letter")
     guess = candidate(2, "Mara hid the letter", authority="heuristic")
     matrix = np.vstack([unit(1, 0), unit(1, 0)])
-    semantic = ranking.semantic_scores(matrix, np.ones(2, bool), unit(1, 0))
-    chosen = ranking.rank([fact, guess], (), semantic=semantic, matrix=matrix)
+    semantic = ranking.semantic_scores(matrix, np.arange(2), unit(1, 0))
+    chosen = ranking.rank([fact, guess], (), semantic=semantic, matrix=matrix, rows=np.arange(len(matrix)))
     assert {s.id for s in chosen.used} == {1, 2}
 
 
@@ -117,7 +119,7 @@ def test_a_memory_without_a_vector_is_still_ranked_on_its_words():
     a = candidate(1, "The sundial is in the teapot")
     b = candidate(2, "The travellers waited")
     matrix = np.vstack([unit(1, 0), unit(0, 1)])
-    semantic = ranking.semantic_scores(matrix, np.array([False, True]), unit(0, 1))
-    chosen = ranking.rank([a, b], ("sundial",), semantic=semantic, matrix=matrix)
+    semantic = ranking.semantic_scores(matrix, np.array([-1, 1]), unit(0, 1))
+    chosen = ranking.rank([a, b], ("sundial",), semantic=semantic, matrix=matrix, rows=np.arange(len(matrix)))
     by_id = {s.id: s for s in chosen.used}
     assert by_id[1].semantic is None and by_id[1].lexical == 1.0
