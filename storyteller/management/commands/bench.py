@@ -19,7 +19,7 @@ from pathlib import Path
 from django.conf import settings
 from django.core.management import call_command
 from django.core.management.base import BaseCommand, CommandError
-from django.db import connections
+from django.db import connections, transaction
 
 REPLIES = [
     "The rain thickens as you cross the square; somewhere a shutter bangs against stone, and the smell of "
@@ -509,8 +509,106 @@ def _recorder_batch(index):
     ]
 
 
+def _bench_memory(sizes, repeat):
+    """Memory retrieval over 1,000 and 10,000 eligible 768-d memories; eviction order over 10,000 (issue 4)."""
+    import random
+
+    rng = random.Random(2044)
+    words = _vocabulary(rng)
+    results = []
+    for count in MEMORY_BANKS:
+        campaign = _generate_memories(rng, words, count)
+        results += _measure_memory_retrieval(campaign, rng, words, count, repeat)
+    results += _measure_eviction(campaign, MEMORY_BANKS[-1], repeat)
+    return results
+
+
+MEMORY_BANKS = (1_000, 10_000)
+
+
+def _generate_memories(rng, words, count):
+    """Create a campaign whose line holds ``count`` embedded memories, one per block of six actions."""
+    import numpy as np
+    from django.contrib.auth import get_user_model
+    from django.utils import timezone
+
+    from campaigns import story
+    from campaigns.models import Campaign
+    from memory.models import Memory
+
+    user, _ = get_user_model().objects.get_or_create(username="bench")
+    campaign = story.start_campaign(Campaign.objects.create(
+        owner=user, title=f"Memory bench {count}", protagonist="Edrin", opening=REPLIES[0]))
+    # Eligibility reads only (branch, depth): the head may stand past nodes the bench never writes.
+    campaign.head_depth = 6 * count + 1
+    campaign.save(update_fields=["head_depth"])
+    vectors = np.random.default_rng(count).standard_normal((count, VECTOR_DIMS)).astype(np.float32)
+    now = timezone.now()
+    Memory.objects.bulk_create([
+        Memory(campaign=campaign, branch_id=campaign.head_branch_id, depth=6 * i + 5, source_start=6 * i,
+               source_end=6 * i + 5, text=_prose(rng, words, 30), authority="accepted_story",
+               embedding=vectors[i].tobytes(), embedding_model="nomic-embed-text", embedding_dims=VECTOR_DIMS,
+               embedded_at=now, use_count=rng.randrange(5))
+        for i in range(count)
+    ], batch_size=1000)
+    return campaign
+
+
+def _measure_memory_retrieval(campaign, rng, words, count, repeat):
+    import numpy as np
+
+    from campaigns import lineage
+    from storyteller.context import memories
+
+    path = lineage.path_of(campaign)
+    vectors = np.random.default_rng(11).standard_normal((2 * (repeat + 3), VECTOR_DIMS)).astype(np.float32)
+    warm, cold = [], []
+    for index in range(repeat + 3):
+        query = memories.Query(f"{ACTIONS[index % 4]} {_prose(rng, words, 12)}", _prose(rng, words, 60),
+                               tuple(vectors[2 * index]), tuple(vectors[2 * index + 1]), "nomic-embed-text")
+        if index < 3:  # the vectors read out of SQLite: the first turn after they change
+            memories._cache.clear()
+            started = time.perf_counter()
+            memories.section(campaign, path, query)
+            cold.append(time.perf_counter() - started)
+            continue
+        started = time.perf_counter()
+        memories.section(campaign, path, query)
+        warm.append(time.perf_counter() - started)
+    size = f"{count:,} memories, 768-d"
+    target = "median < 20 ms" if count <= 1_000 else "median < 100 ms"
+    return [_row("memory retrieval", size, warm, target),
+            _row("memory, cold vectors", size, cold, "first turn after vectors change")]
+
+
+def _measure_eviction(campaign, count, repeat):
+    from memory import bank, eviction
+    from memory.models import Memory
+
+    rows = Memory.objects.filter(campaign=campaign).values_list("id", "source_start", "source_end", "pinned",
+                                                                "created_at", "use_count")
+    entries = [eviction.Entry(pk, start, end, pinned, created.timestamp() + pk, uses)
+               for pk, start, end, pinned, created, uses in rows]
+    ordering = []
+    for _ in range(repeat):
+        started = time.perf_counter()
+        eviction.eviction_order(entries)
+        ordering.append(time.perf_counter() - started)
+    full = []
+    for _ in range(max(3, repeat // 10)):
+        started = time.perf_counter()
+        with transaction.atomic():
+            bank.evict(campaign.pk, eviction.MEMORY_BANK_CAPACITY)
+            transaction.set_rollback(True)  # measure the pass, keep the bank for the next sample
+        full.append(time.perf_counter() - started)
+    size = f"{count:,} memories"
+    return [_row("eviction order", size, ordering, "median < 50 ms"),
+            _row("eviction pass", size, full, "read, order, mark forgotten")]
+
+
 BENCHMARKS = {
     "turn": _bench_turn,
     "knowledge": _bench_knowledge,
     "state": _bench_state,
+    "memory": _bench_memory,
 }
