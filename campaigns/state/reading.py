@@ -438,8 +438,10 @@ def _add_protagonist(slots, campaign):
     if slot in slots:
         return
     name = protagonist_name(campaign)
+    # "Edrin Vale" is "Edrin" to most narrators and recorders.
+    given = [name.split()[0]] if len(name.split()) > 1 else []
     slots[slot] = Record(
         id=None, slot=slot, kind="entity", subject=PROTAGONIST, value=name,
-        data={"kind": "character", "aliases": list(PROTAGONIST_ALIASES), "description": campaign.protagonist},
+        data={"kind": "character", "aliases": [*given, *PROTAGONIST_ALIASES], "description": campaign.protagonist},
         narrator_only=False, authority="campaign", depth=0, source="campaign",
     )
