@@ -22,8 +22,10 @@ from campaigns import lineage, story
 from campaigns import views as campaign_views
 from campaigns.forms import CampaignForm, CanonRuleFormSet, EditCampaignForm, SavePointForm
 from campaigns.models import Branch, Campaign, Node, SavePoint
+from memory import bank as memory_bank
+from memory import views as memory_views
 
-from . import bundle, llm, postturn, signin
+from . import bundle, llm, memories, postturn, signin
 
 # The play page shows the newest part of the lineage; the rest is a link away.
 STORY_WINDOW = 120
@@ -302,3 +304,15 @@ async def retry_recording(request, pk, node_pk):
     node = await aget_object_or_404(Node, pk=node_pk, campaign__pk=pk, campaign__owner=user, role=Node.Role.NARRATOR)
     await postturn.schedule(node.campaign_id, node.pk)
     return await sync_to_async(campaign_views.render_state_panel)(request, await Campaign.objects.aget(pk=pk))
+
+
+@login_required
+@require_POST
+async def rebuild_memory_vectors(request, pk):
+    """Drop the campaign's memory vectors and embed every memory again (derived data: nothing else changes)."""
+    user = await request.auser()
+    campaign = await aget_object_or_404(Campaign, pk=pk, owner=user)
+    await sync_to_async(memory_bank.clear_vectors)(campaign.pk)
+    embedded, note = await memories.embed_missing(campaign)
+    message = f"Rebuilt {embedded} memory embedding{'s' if embedded != 1 else ''}."
+    return await sync_to_async(memory_views.render_panel)(request, campaign, message=message, error=note)

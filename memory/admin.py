@@ -1,0 +1,60 @@
+from django.contrib import admin
+
+from . import bank
+from .models import Memory, MemoryRun
+
+
+@admin.register(Memory)
+class MemoryAdmin(admin.ModelAdmin):
+    list_display = ["id", "text", "campaign", "source_start", "source_end", "authority", "pinned", "use_count",
+                    "forgotten", "enabled", "origin"]
+    list_filter = ["authority", "pinned", "forgotten", "enabled", "origin", "campaign"]
+    search_fields = ["text", "original_text"]
+    fields = ["campaign", "text", "original_text", "authority", "pinned", "forgotten", "enabled", "branch", "depth",
+              "source_start", "source_end", "origin", "model", "use_count", "last_used_at", "created_at",
+              "embedding_model", "embedding_dims", "embedded_at"]
+    # Where a memory came from and what made its vector are provenance, not something to edit.
+    readonly_fields = ["campaign", "original_text", "branch", "depth", "source_start", "source_end", "origin",
+                       "model", "use_count", "last_used_at", "created_at", "embedding_model", "embedding_dims",
+                       "embedded_at"]
+    actions = ["pin", "forget", "restore", "downgrade"]
+
+    def has_add_permission(self, request):
+        return False  # a memory needs an anchor: add one on the play page, at the current position
+
+    def save_model(self, request, obj, form, change):
+        if "authority" in form.changed_data and obj.authority != Memory.Authority.HEURISTIC:
+            obj.authority = form.initial["authority"]  # only ever downgraded, never promoted
+        if change and "text" in form.changed_data:
+            corrected, obj.text = obj.text, form.initial["text"]
+            bank.edit_text(obj, corrected)  # keeps the original, drops the stale vector, saves the rest
+            return
+        super().save_model(request, obj, form, change)
+
+    @admin.action(description="Pin (always retrieved, never evicted)")
+    def pin(self, request, queryset):
+        queryset.update(pinned=True)
+
+    @admin.action(description="Forget (kept, never retrieved)")
+    def forget(self, request, queryset):
+        queryset.update(forgotten=True)
+
+    @admin.action(description="Restore forgotten memories")
+    def restore(self, request, queryset):
+        queryset.update(forgotten=False)
+
+    @admin.action(description="Downgrade to heuristic ([inferred])")
+    def downgrade(self, request, queryset):
+        queryset.update(authority=Memory.Authority.HEURISTIC)
+
+
+@admin.register(MemoryRun)
+class MemoryRunAdmin(admin.ModelAdmin):
+    list_display = ["node", "campaign", "status", "written", "evicted", "embedded", "attempts", "updated_at"]
+    list_filter = ["status", "campaign"]
+
+    def has_add_permission(self, request):
+        return False
+
+    def has_change_permission(self, request, obj=None):
+        return False

@@ -1,0 +1,91 @@
+"""The memory panel: see what the narrator may remember on this line, and correct it (seed 000 §35-§36).
+
+Every change goes through ``memory.bank``: pin, forget and restore, disable,
+downgrade to heuristic, correct the text (the original is kept), add a memory
+by hand at the current position. The panel is one fragment, served alone to
+htmx and inside a page otherwise, and re-rendered after every change.
+"""
+
+from django.contrib.auth.decorators import login_required
+from django.shortcuts import get_object_or_404, render
+from django.views.decorators.http import require_GET, require_POST
+
+from campaigns import lineage
+from campaigns.models import Campaign, Node
+
+from . import bank
+from .models import Memory, MemoryRun
+
+# What each button asks of bank.set_flags.
+FLAGS = {
+    "pin": {"pinned": True},
+    "unpin": {"pinned": False},
+    "forget": {"forgotten": True},
+    "restore": {"forgotten": False},
+    "disable": {"enabled": False},
+    "enable": {"enabled": True},
+    "downgrade": {"authority": Memory.Authority.HEURISTIC},
+}
+
+
+def _get_campaign_for_user(request, pk):
+    return get_object_or_404(Campaign, pk=pk, owner=request.user)
+
+
+def panel_context(campaign, *, message="", error=""):
+    """Return what ``memory/_memory_panel.html`` renders: this line's memories and the last memory pass."""
+    path = lineage.path_of(campaign)
+    on_line = Memory.objects.filter(path.clause(), campaign=campaign).defer("embedding").order_by("-depth", "-id")
+    head = path.nodes().filter(depth=campaign.head_depth, role=Node.Role.NARRATOR).first()
+    return {
+        "campaign": campaign,
+        "memories": on_line,
+        "elsewhere": Memory.objects.filter(campaign=campaign).exclude(pk__in=on_line.values("pk")).count(),
+        "run": MemoryRun.objects.filter(node=head).first() if head else None,
+        "memory_message": message,
+        "memory_error": error,
+    }
+
+
+def render_panel(request, campaign, **extra):
+    """Return the panel fragment for htmx, or the memory page around it."""
+    campaign.refresh_from_db()
+    template = "memory/_memory_panel.html" if request.htmx else "memory/memories.html"
+    return render(request, template, panel_context(campaign, **extra))
+
+
+@login_required
+@require_GET
+def memory_panel(request, pk):
+    return render_panel(request, _get_campaign_for_user(request, pk))
+
+
+@login_required
+@require_POST
+def memory_add(request, pk):
+    campaign = _get_campaign_for_user(request, pk)
+    try:
+        bank.add_by_hand(campaign, request.POST.get("text", ""))
+    except ValueError as error:
+        return render_panel(request, campaign, error=f"Nothing was added: {error}")
+    return render_panel(request, campaign, message="Added at the current position; the narrator may recall it "
+                                                    "from the next turn on this line.")
+
+
+@login_required
+@require_POST
+def memory_update(request, pk, memory_pk):
+    campaign = _get_campaign_for_user(request, pk)
+    memory = get_object_or_404(Memory, pk=memory_pk, campaign=campaign)
+    action = request.POST.get("action", "")
+    try:
+        if action == "edit":
+            bank.edit_text(memory, request.POST.get("text", ""))
+        elif action in FLAGS:
+            bank.set_flags(memory, **FLAGS[action])
+        else:
+            return render_panel(request, campaign, error=f"Nothing was changed: unknown action {action!r}; "
+                                                         f"use one of edit, {', '.join(FLAGS)}.")
+    except ValueError as error:
+        return render_panel(request, campaign, error=f"Nothing was changed: {error}")
+    return render_panel(request, campaign, message=f"Memory #{memory.pk}: {action} done.")
