@@ -3,9 +3,13 @@
 A bundle holds one section per app. ``campaigns``: the campaign's settings,
 the whole story tree (branches, nodes, the context snapshot of every reply),
 save points, canon rules and the story state (events, records, recorder
-runs). ``knowledge``: every source's text with its class, flags and notes.
-Derived data is left out and rebuilt: passages are re-cut from the text by
-the same deterministic chunking, vectors are re-embedded after the import.
+runs). ``memory``: the memories with their flags and use counts, and what
+the memory step did after each reply. ``knowledge``: every source's text
+with its class, flags and notes. Derived data is left out and rebuilt:
+passages are re-cut from the text by the same deterministic chunking and
+re-embedded after the import; memories are ranked on their words until the
+memory step's next pass (after a turn, or its "rebuild embeddings") embeds
+them again.
 
 Rows refer to each other by their position in their table, never by
 database ids, so a bundle imports into any install. A SHA-256 over the
@@ -37,6 +41,7 @@ from campaigns.models import (
 )
 from knowledge import importer
 from knowledge.models import Source
+from memory.models import Memory, MemoryRun
 
 FORMAT = "storyteller-campaign"
 VERSION = 1
@@ -60,6 +65,14 @@ CAMPAIGN_TABLES = [
     ("state_records", StateRecord, "campaign", {"branch": "branches", "event": "state_events"}),
     ("recorder_runs", RecorderRun, "node__campaign", {"node": "nodes"}),
 ]
+# The memory section points into the campaigns section's branches and nodes.
+MEMORY_TABLES = [
+    ("memories", Memory, "campaign", {"branch": "branches"}),
+    ("memory_runs", MemoryRun, "campaign", {"node": "nodes"}),
+]
+TABLES = {"campaigns": CAMPAIGN_TABLES, "memory": MEMORY_TABLES}
+# Vectors are a cache of the text: rebuilt after import, never carried (seed 003 §53).
+DERIVED = {"embedding", "embedding_model", "embedding_dims", "embedded_at"}
 CAMPAIGN_EXCLUDED = {"id", "owner", "head_branch"}
 SOURCE_FIELDS = ["title", "filename", "classification", "enabled", "hidden", "always_include", "notes", "text",
                  "content_hash", "size_bytes", "parser_version", "chunking_version", "imported_at"]
@@ -71,8 +84,10 @@ class BundleRefused(Exception):
 
 def export_campaign(campaign):
     """Return the bundle of ``campaign`` as a JSON-ready dict."""
+    positions = {}
     sections = json.loads(json.dumps({
-        "campaigns": _export_campaigns(campaign),
+        "campaigns": _export_campaigns(campaign, positions),
+        "memory": _export_tables(campaign, MEMORY_TABLES, positions),
         "knowledge": _export_knowledge(campaign),
     }, cls=DjangoJSONEncoder))
     return {
@@ -104,9 +119,10 @@ def import_bundle(owner, data):
     sections = bundle["sections"]
     try:
         with transaction.atomic():
-            campaign, nodes = _import_campaigns(owner, sections["campaigns"])
+            campaign, created = _import_campaigns(owner, sections["campaigns"])
+            _import_tables(campaign, sections["memory"], MEMORY_TABLES, created)
             sources = _import_knowledge(campaign, sections["knowledge"])
-            _renumber_knowledge_in_reports(nodes, sources)
+            _renumber_knowledge_in_reports(created["nodes"], sources)
     except BundleRefused:
         raise
     except (KeyError, TypeError, ValueError, IndexError, AttributeError, IntegrityError) as error:
@@ -157,22 +173,32 @@ def _checksum(sections):
     return "sha256:" + hashlib.sha256(canonical.encode()).hexdigest()
 
 
-def _export_campaigns(campaign):
+def _export_campaigns(campaign, positions):
     section = {"campaign": {f.attname: getattr(campaign, f.attname) for f in Campaign._meta.concrete_fields
                             if f.name not in CAMPAIGN_EXCLUDED}}
-    positions = {}
-    for name, model, scope, links in CAMPAIGN_TABLES:
-        rows = list(model.objects.filter(**{scope: campaign}).order_by("pk"))
-        positions[name] = {row.pk: index for index, row in enumerate(rows)}
-        section[name] = [_row(row, links, positions) for row in rows]
+    section |= _export_tables(campaign, CAMPAIGN_TABLES, positions)
     section["campaign"]["head_branch"] = positions["branches"].get(campaign.head_branch_id)
     return section
+
+
+def _export_tables(campaign, tables, positions):
+    """Return {table: rows} for ``tables``, recording each row's position in ``positions`` for later links."""
+    section = {}
+    for name, model, scope, links in tables:
+        rows = list(model.objects.filter(**{scope: campaign}).defer(*(DERIVED & _fields(model))).order_by("pk"))
+        positions[name] = {row.pk: index for index, row in enumerate(rows)}
+        section[name] = [_row(row, links, positions) for row in rows]
+    return section
+
+
+def _fields(model):
+    return {f.attname for f in model._meta.concrete_fields}
 
 
 def _row(row, links, positions):
     values = {}
     for field in row._meta.concrete_fields:
-        if field.name == "id" or field.name == "campaign":
+        if field.name in ("id", "campaign") or field.attname in DERIVED:
             continue
         if field.name in links:
             if links[field.name] is not None:
@@ -188,8 +214,7 @@ def _import_campaigns(owner, section):
     values = {key: value for key, value in section["campaign"].items() if key in fields}
     campaign = Campaign.objects.create(owner=owner, **values)
     created = {}
-    for name, model, scope, links in CAMPAIGN_TABLES:
-        created[name] = _create(model, section.get(name, []), links, created, campaign, scoped=scope == "campaign")
+    _import_tables(campaign, section, CAMPAIGN_TABLES, created)
     head = section["campaign"]["head_branch"]
     Campaign.objects.filter(pk=campaign.pk).update(
         head_branch=created["branches"][head] if head is not None else None,
@@ -197,11 +222,16 @@ def _import_campaigns(owner, section):
         updated_at=values.get("updated_at") or campaign.updated_at,
     )
     campaign.refresh_from_db()
-    return campaign, created["nodes"]
+    return campaign, created
+
+
+def _import_tables(campaign, section, tables, created):
+    for name, model, scope, links in tables:
+        created[name] = _create(model, section.get(name, []), links, created, campaign, scoped=scope == "campaign")
 
 
 def _create(model, rows, links, created, campaign, *, scoped):
-    names = {f.attname for f in model._meta.concrete_fields} | set(links)
+    names = (_fields(model) - DERIVED) | set(links)
     objects = []
     for row in rows:
         unknown = set(row) - names
@@ -226,7 +256,7 @@ def _create(model, rows, links, created, campaign, *, scoped):
 
 
 def table_of(model):
-    return next(name for name, table_model, _, _ in CAMPAIGN_TABLES if table_model is model)
+    return next(name for tables in TABLES.values() for name, table_model, _, _ in tables if table_model is model)
 
 
 def _restore_timestamps(model, rows, objects):

@@ -8,6 +8,8 @@ from campaigns import lineage, state, story
 from campaigns.models import Branch, Campaign, ContextSnapshot, Node, RecorderRun, SavePoint, StateEvent
 from knowledge.importer import embed_source
 from knowledge.models import Passage, Source
+from memory import bank
+from memory.models import Memory
 from storyteller import bundle, context
 from storyteller.context import Action
 from tests.campaigns.test_lineage import act
@@ -32,6 +34,11 @@ def rich(campaign, narrator_server):
                                 source="recorder", model="fake")
     assert [event.status for event in events][:2] == ["applied", "applied"]
     story.create_save_point(campaign, "at the gate")
+    campaign.refresh_from_db()
+    kept = bank.add_by_hand(campaign, "Mara hid the amber sundial in the cracked teapot.")
+    bank.set_flags(kept, pinned=True)
+    bank.store_vectors("nomic-embed-text", [(kept.pk, [0.5] * 64)])
+    bank.record_use([kept.pk])
     ctx = context.build(campaign, lineage.path_of(campaign), Action(mode="do", text="warp drives between stars"))
     act(campaign, "warp drives between stars", "No such ships exist here.")
     ContextSnapshot.objects.filter(node__depth=4).update(report=ctx.report)
@@ -82,6 +89,10 @@ def test_export_then_import_restores_tree_state_canon_and_sources(rich, owner, n
     assert facts.find_fact("The eastern bridge is down.")
     assert set(StateEvent.objects.filter(campaign=restored).values_list("status", flat=True)) == {"applied", "rejected"}
     assert RecorderRun.objects.get(node=gate).status == "applied"
+    memory = Memory.objects.get(campaign=restored)
+    assert (memory.text, memory.pinned, memory.use_count, memory.depth) == (
+        "Mara hid the amber sundial in the cracked teapot.", True, 1, 2)
+    assert lineage.path_of(restored).contains(memory.branch_id, memory.depth)
     passages = list(Passage.objects.filter(campaign=restored).order_by("source_id", "index")
                     .values_list("heading_path", "text", "tokens", "content_hash"))
     assert passages == original_passages
@@ -99,6 +110,8 @@ def test_vectors_are_left_out_of_the_bundle_and_rebuilt_after_import(rich, owner
     restored = bundle.import_bundle(owner, data)
     assert narrator_server.bodies("/api/embed"), "vectors are rebuilt from the model server"
     assert not Passage.objects.filter(campaign=restored, embedding__isnull=True).exists()
+    memory = Memory.objects.get(campaign=restored)
+    assert memory.embedding is None, "a memory's vector is not carried; the memory step re-embeds it"
     assert set(Source.objects.filter(campaign=restored).values_list("semantic_state", flat=True)) == {"ready"}
 
 
