@@ -134,8 +134,8 @@ def section(campaign, path, query, *, top_k=ranking.MEMORY_TOP_K):
             "semantic": _rounded(scored.semantic), "lexical": round(scored.lexical, 4),
             "final": round(scored.final, 4), "similarity": _rounded(scored.semantic),
         })
-    report.update(used=used, suppressed=len(chosen.suppressed), suppressed_ids=chosen.suppressed,
-                  weights={term: round(weight, 4) for term, weight in chosen.weights.items()})
+    report.update(used=used, suppressed=len(chosen.suppressed), suppressed_ids=chosen.suppressed)
+    report["query"]["weights"] = {term: round(weight, 4) for term, weight in chosen.weights.items()}
     lines = [HEADER, *(f"- {INFERRED + ' ' if entry['authority'] == Memory.Authority.HEURISTIC else ''}{entry['text']}"
                        for entry in used)]
     authority = "Level 3 accepted history; [inferred] lines Level 4 heuristic memory"

@@ -100,6 +100,7 @@ async def test_used_memories_are_framed_first_in_the_tail_with_inferred_marked_a
         assert {"semantic", "lexical", "final", "source_start", "source_end"} <= set(entry)
         assert entry["final"] == pytest.approx(entry["semantic"] + 0.15 * entry["lexical"], abs=1e-3)
     assert report["memories"]["considered"] == 3 and report["memories"]["suppressed"] == 0
+    assert set(report["memories"]["query"]["weights"]) == set(report["memories"]["query"]["input_terms"])
 
 
 async def test_use_counts_are_written_in_the_turns_own_commit(campaign, narrator_server):
