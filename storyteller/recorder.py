@@ -36,10 +36,6 @@ MAX_TOKENS = 800
 # named in the turn: the full list would cost more tokens than the turn itself.
 MAX_LISTED = 60
 
-# The same patience as a narration (llm.base.READ_TIMEOUT): a 3B model on a
-# laptop CPU can take a minute to read a long prompt.
-DEFAULT_TIMEOUT = 120.0
-
 SCHEMA = {
     "type": "object",
     "properties": {
@@ -181,4 +177,4 @@ def _describe(error, model):
 
 
 def _timeout():
-    return getattr(settings, "STORYTELLER_RECORDER_TIMEOUT", DEFAULT_TIMEOUT)
+    return settings.STORYTELLER_RECORDER_TIMEOUT

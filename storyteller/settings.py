@@ -24,6 +24,16 @@ def _env_bool(name, default=False):
     return value in {"1", "true", "yes", "on"}
 
 
+def _env_seconds(name, default):
+    value = os.environ.get(name, "").strip()
+    try:
+        return float(value) if value else default
+    except ValueError:
+        from django.core.exceptions import ImproperlyConfigured
+
+        raise ImproperlyConfigured(f"{name} is {value!r}; set it to a number of seconds, such as {default:g}.")
+
+
 def _secret_key(data_dir):
     """Return the key stored in the data folder, creating it on first run."""
     path = data_dir / "secret_key"
@@ -142,6 +152,10 @@ STORYTELLER_LLM_URL = _env_str("STORYTELLER_LLM_URL", "http://127.0.0.1:11434").
 STORYTELLER_LLM_API = _env_str("STORYTELLER_LLM_API", "ollama").lower()
 STORYTELLER_NARRATOR_MODEL = _env_str("STORYTELLER_NARRATOR_MODEL", "qwen2.5:3b-instruct")
 STORYTELLER_EMBED_MODEL = _env_str("STORYTELLER_EMBED_MODEL", "nomic-embed-text")
+# How long the post-turn recorder may take to answer with a reply's state
+# events: the patience of a narration (llm.base.READ_TIMEOUT), since a 3B model
+# on a laptop CPU can take a minute to read a long prompt.
+STORYTELLER_RECORDER_TIMEOUT = _env_seconds("STORYTELLER_RECORDER_TIMEOUT", 120.0)
 
 LOGGING = {
     "version": 1,
