@@ -61,33 +61,37 @@ def eviction_order(entries, *, frozen=()):
 def _by_coverage(ranged, candidate):
     """Return the ids of the candidates of ``ranged`` (sorted by position), smallest hole first.
 
-    A linked list over the positions and a heap of holes: removing a memory
-    changes only its two neighbours' holes, which are pushed again; stale heap
-    entries are skipped. O(n log n) over the bank.
+    A linked list over the positions and a heap of holes. A hole only grows
+    (a removal widens its neighbours'), so an entry is re-checked when it is
+    popped and pushed back with its current hole if that grew: each memory
+    sits in the heap once, and no update is pushed that is never needed.
+    O(n log n) over the bank.
     """
     n = len(ranged)
     starts = [e.start for e in ranged]
     ends = [e.end for e in ranged]
     prev = list(range(-1, n - 1))
     nxt = list(range(1, n + 1))
-    version = [0] * n
-    heap = [(max(0, starts[i + 1] - ends[i - 1] - 1), e.recency, e.uses, e.id, i, 0)
-            for i, e in enumerate(ranged) if candidate[i]]
+    # The tie-break (least recently used, less used, lower id) never changes, so it is ranked once and the
+    # heap holds plain integers, hole * n + tie rank: comparing ints is what makes 10,000 fit in 50 ms.
+    ties = sorted((i for i in range(n) if candidate[i]), key=lambda i: (ranged[i].recency, ranged[i].uses,
+                                                                         ranged[i].id))
+    # Boundaries are never candidates, so a candidate always has both neighbours.
+    heap = [max(0, starts[i + 1] - ends[i - 1] - 1) * n + rank for rank, i in enumerate(ties)]
     heapq.heapify(heap)
-    push, pop = heapq.heappush, heapq.heappop
+    pop, replace = heapq.heappop, heapq.heapreplace
     order = []
     while heap:
-        _, _, _, memory_id, i, seen = pop(heap)
-        if seen != version[i]:
-            continue
-        version[i] = -1  # gone: every entry of it is stale now
-        order.append(memory_id)
+        hole, rank = divmod(heap[0], n)
+        i = ties[rank]
         before, after = prev[i], nxt[i]
+        current = starts[after] - ends[before] - 1
+        if current < 0:  # overlapping neighbours: no hole
+            current = 0
+        if current != hole:
+            replace(heap, current * n + rank)
+            continue
+        pop(heap)
+        order.append(ranged[i].id)
         nxt[before], prev[after] = after, before
-        # Boundaries are never candidates, so a candidate always has both neighbours.
-        for j in (before, after):
-            if candidate[j]:
-                version[j] += 1
-                e = ranged[j]
-                push(heap, (max(0, starts[nxt[j]] - ends[prev[j]] - 1), e.recency, e.uses, e.id, j, version[j]))
     return order
