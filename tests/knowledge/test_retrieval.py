@@ -176,3 +176,16 @@ def test_without_vectors_the_query_is_not_embedded_and_the_reason_is_kept(campai
     query = retrieval.embed_query(campaign, Query("the silver key"))
     assert query.vector is None and "lexical retrieval only" in query.semantic_note
     assert narrator_server.bodies("/api/embed") == []
+
+
+def test_another_campaigns_crowd_of_better_matches_does_not_hide_this_campaigns_passage(campaign, owner):
+    crowd = make_campaign(owner, title="Crowd")
+    section = "Warp drives and warp drives again: ships between the stars use warp drives. " * 6
+    text = "\n\n".join(f"## Drive {n}\n\n{section}" for n in range(retrieval.FTS_WINDOW + 20))
+    from knowledge.importer import import_source
+
+    crowded = import_source(crowd, "crowd.md", text.encode(), "reference")
+    assert crowded.passages.count() > retrieval.FTS_WINDOW, "FTS5's own best matches are all the other campaign's"
+    reference = import_fixture(campaign, "reference.md")
+    hits = hits_for(campaign, "warp drives between the stars")
+    assert hits and {hit.source_id for hit in hits} == {reference.pk}
