@@ -26,7 +26,7 @@ class ContextOverflow(Exception):
             f"The protected context needs {needed:,} tokens but the budget leaves {available:,} "
             f"({budget:,} context_token_budget minus {reserve:,} reserved for the reply). "
             "Raise context_token_budget, lower max_output_tokens, or shorten the canon rules, "
-            "narrator rules or your input."
+            "narrator rules, always-included knowledge files or your input."
         )
 
 

@@ -132,7 +132,7 @@ def test_always_included_canon_that_cannot_fit_at_all_fails_the_build(campaign):
     campaign.max_output_tokens = 200
     campaign.save()
     import_fixture(campaign, "canon.md", always_include=True)
-    with pytest.raises(ContextOverflow):
+    with pytest.raises(ContextOverflow, match="always-included knowledge files"):
         build(campaign, "look around")
 
 
