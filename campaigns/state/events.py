@@ -105,9 +105,8 @@ def apply_events(node, payloads, *, source, author=None, attempt=0, model=""):
     Return the stored StateEvents.
     """
     with transaction.atomic():
-        if source == StateEvent.Source.RECORDER and RecorderRun.objects.filter(
-            node=node, status=RecorderRun.Status.APPLIED
-        ).exists():
+        run = RecorderRun.objects.filter(node=node).first() if source == StateEvent.Source.RECORDER else None
+        if run is not None and run.status == RecorderRun.Status.APPLIED:
             return []
         campaign = Campaign.objects.get(pk=node.campaign_id)
         path = lineage.path_at(node.campaign_id, node.branch_id, node.depth)
@@ -127,9 +126,9 @@ def apply_events(node, payloads, *, source, author=None, attempt=0, model=""):
             for event, outcome in zip(events, outcomes) for w in outcome.writes
         ])
         if source == StateEvent.Source.RECORDER:
-            RecorderRun.objects.update_or_create(
-                node=node, defaults={"status": RecorderRun.Status.APPLIED, "error": "", "attempts": attempt, "model": model}
-            )
+            run = run or RecorderRun(node=node)
+            run.status, run.error, run.attempts, run.model = RecorderRun.Status.APPLIED, "", attempt, model
+            run.save()
     return events
 
 

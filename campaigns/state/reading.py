@@ -150,7 +150,7 @@ class State:
         """Read ``slots`` from the database in one query (a partial state only)."""
         wanted = [slot for slot in slots if slot not in self.slots and slot not in self.checked]
         if wanted and not self.complete:
-            self.add(self.fetch(Q(slot__in=wanted)))
+            self.add(self.fetch(slots=wanted))
             self.checked.update(wanted)
 
     def add(self, records):
@@ -320,8 +320,12 @@ def state_for_events(path, campaign, payloads):
 
 
 def _partial(path, campaign):
-    return State(_base_slots(path, campaign), _canon(path), complete=False,
-                 fetch=lambda *wheres: _fold(path, campaign, *wheres, protagonist=False), campaign_id=campaign.pk)
+    def fetch(*wheres, slots=None):
+        if slots is not None:
+            return _fold_slots(path, slots)
+        return _fold(path, campaign, *wheres, protagonist=False)
+
+    return State(_base_slots(path, campaign), _canon(path), complete=False, fetch=fetch, campaign_id=campaign.pk)
 
 
 def _fold(path, campaign, *wheres, protagonist=True):
@@ -367,10 +371,15 @@ def _fold_some(path, wheres):
     """
     records = StateRecord.objects.filter(campaign_id=path.campaign_id).order_by()
     parts = [records.filter(where).values_list("slot", flat=True) for where in wheres]
-    candidates = list(set(parts[0].union(*parts[1:]))) if parts else []
+    return _fold_slots(path, list(set(parts[0].union(*parts[1:]))) if parts else [])
+
+
+def _fold_slots(path, slots):
+    """Fold the named ``slots`` on ``path``, reading their records by the slot index."""
+    records = StateRecord.objects.filter(campaign_id=path.campaign_id).order_by()
     best = {}
-    for start in range(0, len(candidates), SLOTS_PER_QUERY):
-        _merge(best, records.filter(slot__in=candidates[start:start + SLOTS_PER_QUERY]), path)
+    for start in range(0, len(slots), SLOTS_PER_QUERY):
+        _merge(best, records.filter(slot__in=slots[start:start + SLOTS_PER_QUERY]), path)
     return {slot: _record(row) for slot, row in best.items() if not row[12]}
 
 
