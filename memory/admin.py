@@ -11,12 +11,10 @@ class MemoryAdmin(admin.ModelAdmin):
     list_filter = ["authority", "pinned", "forgotten", "enabled", "origin", "campaign"]
     search_fields = ["text", "original_text"]
     fields = ["campaign", "text", "original_text", "authority", "pinned", "forgotten", "enabled", "branch", "depth",
-              "source_start", "source_end", "origin", "model", "use_count", "last_used_at", "created_at",
-              "embedding_model", "embedding_dims", "embedded_at"]
+              "source_start", "source_end", "origin", "model", "use_count", "last_used_at", "created_at", "vector"]
     # Where a memory came from and what made its vector are provenance, not something to edit.
     readonly_fields = ["campaign", "original_text", "branch", "depth", "source_start", "source_end", "origin",
-                       "model", "use_count", "last_used_at", "created_at", "embedding_model", "embedding_dims",
-                       "embedded_at"]
+                       "model", "use_count", "last_used_at", "created_at", "vector"]
     actions = ["pin", "forget", "restore", "downgrade"]
 
     def has_add_permission(self, request):

@@ -12,7 +12,7 @@ from django.db.models import F
 from django.utils import timezone
 
 from . import authority, blocks, eviction
-from .models import Memory, MemoryRun
+from .models import Memory, MemoryRun, MemoryVector
 
 
 @dataclass(frozen=True)
@@ -79,8 +79,8 @@ def edit_text(memory, text):
     # An edit may add a hedge, never remove the downgrade the wording or the person made.
     if authority.classify(text) == Memory.Authority.HEURISTIC:
         memory.authority = Memory.Authority.HEURISTIC
-    memory.embedding, memory.embedding_model, memory.embedding_dims, memory.embedded_at = None, "", None, None
     memory.save()
+    MemoryVector.objects.filter(memory=memory).delete()
 
 
 def set_flags(memory, **flags):
@@ -94,24 +94,27 @@ def set_flags(memory, **flags):
 
 def needing_vectors(campaign_id, model):
     """Return the unforgotten memories without a vector from ``model``."""
-    return (Memory.objects.filter(campaign_id=campaign_id, forgotten=False)
-            .exclude(embedding_model=model, embedding__isnull=False).order_by("id"))
+    made = MemoryVector.objects.filter(campaign_id=campaign_id, model=model).values("memory_id")
+    return Memory.objects.filter(campaign_id=campaign_id, forgotten=False).exclude(pk__in=made).order_by("id")
 
 
 def store_vectors(model, pairs):
     """Store float32 ``(memory id, vector)`` pairs with the model, dimensions and time that made them."""
     now = timezone.now()
+    campaigns = dict(Memory.objects.filter(pk__in=[pk for pk, _ in pairs]).values_list("id", "campaign_id"))
     with transaction.atomic():
         for memory_id, vector in pairs:
+            if memory_id not in campaigns:
+                continue  # deleted with its campaign while the model was embedding
             array = np.asarray(vector, dtype=np.float32)
-            Memory.objects.filter(pk=memory_id).update(
-                embedding=array.tobytes(), embedding_model=model, embedding_dims=len(array), embedded_at=now)
+            MemoryVector.objects.update_or_create(memory_id=memory_id, defaults={
+                "campaign_id": campaigns[memory_id], "model": model, "dims": len(array), "vector": array.tobytes(),
+                "created_at": now})
 
 
 def clear_vectors(campaign_id):
     """Drop every vector of the campaign so the next pass rebuilds them (derived data: nothing else changes)."""
-    return Memory.objects.filter(campaign_id=campaign_id).update(
-        embedding=None, embedding_model="", embedding_dims=None, embedded_at=None)
+    return MemoryVector.objects.filter(campaign_id=campaign_id).delete()[0]
 
 
 def record_use(memory_ids, at=None):

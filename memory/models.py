@@ -41,24 +41,40 @@ class Memory(models.Model):
     last_used_at = models.DateTimeField(null=True, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
 
-    # A rebuildable cache: float32 bytes and what made them, so a vector from another model is never compared.
-    embedding = models.BinaryField(null=True, blank=True)
-    embedding_model = models.CharField(max_length=200, blank=True)
-    embedding_dims = models.PositiveIntegerField(null=True, blank=True)
-    embedded_at = models.DateTimeField(null=True, blank=True)
-
     class Meta:
         ordering = ["campaign", "id"]
         verbose_name_plural = "memories"
         indexes = [
             models.Index(fields=["campaign", "branch", "depth"]),
             models.Index(fields=["campaign", "forgotten"]),
-            # Answers the vector cache's stamp (count, newest) without reading a vector.
-            models.Index(fields=["campaign", "embedding_model", "embedded_at"], name="memory_vector_stamp"),
         ]
 
     def __str__(self):
         return self.text[:60]
+
+
+class MemoryVector(models.Model):
+    """A memory's embedding: a rebuildable cache, float32 bytes and what made them.
+
+    Its own table, so reading 10,000 memories' words never reads 3 KiB of
+    vector with each (bench "memory": 90 ms of a 140 ms retrieval when the
+    vector sat on the memory row), and a vector from another model is never
+    compared.
+    """
+
+    memory = models.OneToOneField(Memory, on_delete=models.CASCADE, primary_key=True, related_name="vector")
+    # Denormalised so the retrieval cache's stamp is one indexed aggregate per campaign.
+    campaign = models.ForeignKey(Campaign, on_delete=models.CASCADE, related_name="+")
+    model = models.CharField(max_length=200)
+    dims = models.PositiveIntegerField()
+    vector = models.BinaryField()
+    created_at = models.DateTimeField()
+
+    class Meta:
+        indexes = [models.Index(fields=["campaign", "model", "created_at"], name="memory_vector_stamp")]
+
+    def __str__(self):
+        return f"vector of memory {self.memory_id} ({self.model}, {self.dims}-d)"
 
 
 class MemoryRun(models.Model):

@@ -91,15 +91,15 @@ def semantic_scores(matrix, rows, input_vector=None, context_vector=None):
     ``matrix`` holds unit vectors; ``rows[i]`` is candidate i's row in it, or -1.
     The query vectors are normalised here.
     """
-    scores = None
-    for vector, weight in ((input_vector, INPUT_WEIGHT), (context_vector, CONTEXT_WEIGHT)):
-        if vector is None:
-            continue
-        v = np.asarray(vector, dtype=np.float32)
-        cosines = matrix @ (v / (np.linalg.norm(v) or 1.0))
-        scores = cosines if scores is None else scores * INPUT_WEIGHT + cosines * weight
-    if scores is None:
+    given = [(vector, weight) for vector, weight in ((input_vector, INPUT_WEIGHT), (context_vector, CONTEXT_WEIGHT))
+             if vector is not None]
+    if not given:
         return None
+    queries = np.array([np.asarray(vector, dtype=np.float32) for vector, _ in given])
+    queries /= np.maximum(np.linalg.norm(queries, axis=1, keepdims=True), 1e-12)
+    # One pass over the matrix for both texts; either cosine alone when the other text is empty.
+    weights = np.array([weight for _, weight in given], dtype=np.float32) if len(given) == 2 else np.ones(1, np.float32)
+    scores = (matrix @ queries.T) @ weights
     rows = np.asarray(rows, dtype=np.int64)
     return np.where(rows >= 0, scores[np.maximum(rows, 0)], np.nan)
 

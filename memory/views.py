@@ -35,7 +35,7 @@ def _get_campaign_for_user(request, pk):
 def panel_context(campaign, *, message="", error=""):
     """Return what ``memory/_memory_panel.html`` renders: this line's memories and the last memory pass."""
     path = lineage.path_of(campaign)
-    on_line = Memory.objects.filter(path.clause(), campaign=campaign).defer("embedding").order_by("-depth", "-id")
+    on_line = Memory.objects.filter(path.clause(), campaign=campaign).order_by("-depth", "-id")
     head = path.nodes().filter(depth=campaign.head_depth, role=Node.Role.NARRATOR).first()
     return {
         "campaign": campaign,

@@ -23,7 +23,7 @@ from campaigns import state
 from knowledge import retrieval
 from knowledge.importer import embedding_model, prefixes
 from memory import bank, ranking
-from memory.models import Memory
+from memory.models import Memory, MemoryVector
 
 from .. import llm, tokens
 from .layers import DYNAMIC_TAIL, Section
@@ -80,7 +80,7 @@ def embed_query(campaign, path, query):
     embedding model (nothing to compare with).
     """
     model = embedding_model(campaign)
-    if not bank.eligible(campaign.pk, path).filter(embedding_model=model).exists():
+    if not bank.eligible(campaign.pk, path).filter(vector__model=model).exists():
         return _note(query, model, f"no memory on this line has a vector from {model}; ranked on words only")
     texts = [text for text in (query.input, query.context) if text]
     if not texts:
@@ -144,12 +144,13 @@ def section(campaign, path, query, *, top_k=ranking.MEMORY_TOP_K):
 
 
 def _eligible_rows(campaign_id, path):
-    """Return (id, text, authority, pinned) of every eligible memory, ordered by id.
+    """Return (id, text, authority, pinned) of every eligible memory, in no particular order (ties go by id).
 
-    Read through the cursor: Django's row handling cost more than the query
-    itself over 10,000 memories (bench "memory").
+    Read through the cursor, unsorted: over 10,000 memories Django's row
+    handling cost more than the query itself, and an ORDER BY doubled the
+    query (a temporary B-tree after the index search; bench "memory").
     """
-    query = bank.eligible(campaign_id, path).order_by("id").values_list("id", "text", "authority", "pinned")
+    query = bank.eligible(campaign_id, path).order_by().values_list("id", "text", "authority", "pinned")
     sql, params = query.query.sql_with_params()
     with connection.cursor() as cursor:
         cursor.execute(sql, params)
@@ -173,23 +174,22 @@ def _rounded(value):
 
 # The campaign's memory vectors as one normalised float32 matrix, kept between
 # turns: reading 10,000 768-dim vectors out of SQLite costs far more than the
-# 100 ms a retrieval may take. Every vector write stamps embedded_at and every
-# edit clears the vector, so (count, newest embedded_at) says when it is stale.
+# 100 ms a retrieval may take. Every vector written carries its time and an
+# edit deletes the memory's vector, so (count, newest) says when it is stale.
 _cache = {}
 _cache_lock = threading.Lock()
 
 
 def _matrix_for(campaign_id, model, ids):
     """Return (the campaign's cached unit-vector matrix, each of ``ids``' row in it or -1)."""
-    # embedding_model is set exactly when a vector is (bank.store_vectors, bank.clear_vectors), so the
-    # stamp is answered from the (campaign, embedding_model, embedded_at) index without reading a vector.
-    vectors = Memory.objects.filter(campaign_id=campaign_id, embedding_model=model)
-    stamp = tuple(vectors.aggregate(n=Count("id"), newest=Max("embedded_at")).values())
+    # The (campaign, model, created_at) index answers the stamp without reading a vector.
+    vectors = MemoryVector.objects.filter(campaign_id=campaign_id, model=model)
+    stamp = tuple(vectors.aggregate(n=Count("memory_id"), newest=Max("created_at")).values())
     key = (campaign_id, model)
     with _cache_lock:
         cached = _cache.get(key)
     if not cached or cached[0] != stamp:
-        data = list(vectors.exclude(embedding__isnull=True).values_list("id", "embedding"))
+        data = list(vectors.values_list("memory_id", "vector"))
         dims = max((len(blob) // 4 for _, blob in data), default=0)
         data = [(pk, blob) for pk, blob in data if len(blob) // 4 == dims]
         if data:

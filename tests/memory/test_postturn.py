@@ -7,7 +7,7 @@ from asgiref.sync import sync_to_async
 from campaigns import lineage
 from campaigns.models import Campaign, Node
 from memory import blocks
-from memory.models import Memory, MemoryRun
+from memory.models import Memory, MemoryRun, MemoryVector
 from storyteller import llm, memories, tokens
 from storyteller.context import Action, build
 from storyteller.context.layers import render_action
@@ -69,8 +69,9 @@ async def test_vectors_are_float32_with_model_dimensions_and_time_and_use_the_do
     narrator_server.script_json({"memory": "Aldric promised to return before dawn."})
     await memories.remember(await head_node(campaign))
     memory = (await rows(campaign=campaign))[0]
-    assert memory.embedding_model == EMBEDDER and memory.embedding_dims == 64 and memory.embedded_at
-    vector = np.frombuffer(memory.embedding, dtype=np.float32)
+    stored = await MemoryVector.objects.aget(memory=memory)
+    assert stored.model == EMBEDDER and stored.dims == 64 and stored.created_at
+    vector = np.frombuffer(stored.vector, dtype=np.float32)
     assert np.allclose(vector, llm.scripted.vector_for("search_document: " + memory.text), atol=1e-6)
     [body] = narrator_server.bodies("/api/embed")
     assert body["input"][0] == "search_document: Aldric promised to return before dawn."
@@ -138,7 +139,7 @@ async def test_an_embedding_failure_keeps_the_memories_ranks_them_on_words_and_i
     assert await memories.remember(node_id) == MemoryRun.Status.WRITTEN
     run = await run_of(node_id)
     assert run.embedded == 0 and "could not be embedded" in run.embedding_note
-    assert all(m.embedding is None for m in await rows(campaign=campaign))
+    assert not await MemoryVector.objects.filter(campaign=campaign).aexists()
 
     @sync_to_async
     def recall():

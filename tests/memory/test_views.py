@@ -5,7 +5,8 @@ import pytest
 from asgiref.sync import async_to_sync
 from django.urls import reverse
 
-from memory.models import Memory
+from memory import bank
+from memory.models import Memory, MemoryVector
 from storyteller import memories
 
 from .conftest import play_to, remember_at
@@ -59,13 +60,12 @@ def test_pin_forget_restore_and_downgrade_change_only_their_flag(client_of, reme
 
 
 def test_correcting_the_text_keeps_the_original_and_drops_the_stale_vector(client_of, remembered):
-    remembered.embedding, remembered.embedding_model = np.ones(4, np.float32).tobytes(), "nomic-embed-text"
-    remembered.save()
+    bank.store_vectors("nomic-embed-text", [(remembered.pk, np.ones(4))])
     fragment = update(client_of, remembered, "edit", text="Aldric promised to return <b>by noon</b>.").content.decode()
     memory = Memory.objects.get(pk=remembered.pk)
     assert memory.text == "Aldric promised to return <b>by noon</b>."
     assert memory.original_text == "Aldric promised to return before dawn."
-    assert memory.embedding is None and memory.embedding_model == ""
+    assert not MemoryVector.objects.filter(memory=memory).exists()
     assert "&lt;b&gt;by noon&lt;/b&gt;" in fragment and "<b>by noon" not in fragment
 
 
@@ -113,10 +113,10 @@ def test_rebuilding_embeddings_replaces_every_vector(client_of, campaign, narrat
     play_to(campaign, 12)
     memory = remember_at(campaign, 5, "Aldric promised to return before dawn.")
     assert async_to_sync(memories.embed_missing)(campaign) == (1, "")
-    first = Memory.objects.get(pk=memory.pk).embedded_at
+    first = MemoryVector.objects.get(memory=memory).created_at
     fragment = client_of.post(reverse("memory_rebuild", args=[campaign.pk]), **HTMX).content.decode()
     assert "Rebuilt 1 memory embedding." in fragment
-    assert Memory.objects.get(pk=memory.pk).embedded_at > first
+    assert MemoryVector.objects.get(memory=memory).created_at > first
 
 
 def test_the_admin_lists_memories_and_keeps_the_original_when_text_is_corrected(admin_client, remembered):

@@ -534,7 +534,7 @@ def _generate_memories(rng, words, count):
 
     from campaigns import story
     from campaigns.models import Campaign
-    from memory.models import Memory
+    from memory.models import Memory, MemoryVector
 
     user, _ = get_user_model().objects.get_or_create(username="bench")
     campaign = story.start_campaign(Campaign.objects.create(
@@ -544,12 +544,16 @@ def _generate_memories(rng, words, count):
     campaign.save(update_fields=["head_depth"])
     vectors = np.random.default_rng(count).standard_normal((count, VECTOR_DIMS)).astype(np.float32)
     now = timezone.now()
-    Memory.objects.bulk_create([
+    memories = Memory.objects.bulk_create([
         Memory(campaign=campaign, branch_id=campaign.head_branch_id, depth=6 * i + 5, source_start=6 * i,
                source_end=6 * i + 5, text=_prose(rng, words, 30), authority="accepted_story",
-               embedding=vectors[i].tobytes(), embedding_model="nomic-embed-text", embedding_dims=VECTOR_DIMS,
-               embedded_at=now, use_count=rng.randrange(5))
+               use_count=rng.randrange(5))
         for i in range(count)
+    ], batch_size=1000)
+    MemoryVector.objects.bulk_create([
+        MemoryVector(memory=memory, campaign=campaign, model="nomic-embed-text", dims=VECTOR_DIMS,
+                     vector=vectors[i].tobytes(), created_at=now)
+        for i, memory in enumerate(memories)
     ], batch_size=1000)
     return campaign
 
