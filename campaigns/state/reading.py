@@ -291,14 +291,17 @@ def state_for_turn(path, campaign, text):
     focus = {PROTAGONIST, *mentioned(state, text)} | ({place} if place else set())
     # Anyone ever placed there is a candidate; the fold keeps who is there now.
     there = StateRecord.objects.filter(campaign_id=path.campaign_id, kind="location", value=place).values("subject")
+    # Facts about no one have an empty subject, so "" joins the focus.
+    about = Q(kind__in=SUBJECT_KINDS, subject__in=[*focus, ""])
+    held = Q(kind="holder", value__in=focus)
+    if place:
+        about |= Q(kind__in=SUBJECT_KINDS, subject__in=there)
+        held |= Q(kind="holder", value__in=there)
     state.add(state.fetch(
+        about,
+        held,
         Q(kind="location", value=place) if place else None,
-        Q(kind__in=SUBJECT_KINDS, subject__in=focus),
-        Q(kind__in=SUBJECT_KINDS, subject__in=there) if place else None,
-        Q(kind="holder", value__in=focus),
-        Q(kind="holder", value__in=there) if place else None,
         Q(kind="relationship", data__object__in=sorted(focus)),
-        Q(kind="fact", subject=""),
     ))
     return state
 
@@ -402,7 +405,8 @@ class _Base:
     created: object
     path: object
     version: int
-    rows: dict
+    rows: dict  # slot -> the winning row, retractions included (a later read may need to compare with them)
+    slots: dict  # slot -> Record, the live ones
 
 
 # The base of the state of the last path read, per campaign. A turn extends
@@ -421,20 +425,29 @@ def _base_slots(path, campaign):
         cached = _bases.get(campaign.pk)
     if (cached is not None and cached.created == campaign.created_at and cached.path.head_depth <= path.head_depth
             and path.capped(cached.path.head_depth) == cached.path):
-        rows = dict(cached.rows)
-        # Two reads, not one OR, so each stays on its index: written since, and deeper than the cached path.
-        if cached.version != version:
-            _merge(rows, records.filter(id__gt=cached.version), path)
-        if cached.path != path:
-            _merge(rows, records.filter(path.clause(), depth__gt=cached.path.head_depth), path)
+        if cached.version == version and cached.path == path:
+            base = cached
+        else:
+            rows = dict(cached.rows)
+            # Two reads, not one OR, so each stays on its index: written since, and deeper than the cached path.
+            if cached.version != version:
+                _merge(rows, records.filter(id__gt=cached.version), path)
+            if cached.path != path:
+                _merge(rows, records.filter(path.clause(), depth__gt=cached.path.head_depth), path)
+            base = _Base(campaign.created_at, path, version, rows, _live(rows))
     else:
         rows = {}
         _merge(rows, records, path)
+        base = _Base(campaign.created_at, path, version, rows, _live(rows))
     with _bases_lock:
-        _bases[campaign.pk] = _Base(campaign.created_at, path, version, rows)
-    slots = {slot: _record(row) for slot, row in rows.items() if not row[12]}
+        _bases[campaign.pk] = base
+    slots = dict(base.slots)  # a state's slots change as a batch is validated; the cache's must not
     _add_protagonist(slots, campaign)
     return slots
+
+
+def _live(rows):
+    return {slot: _record(row) for slot, row in rows.items() if not row[12]}
 
 
 def _canon(path):
