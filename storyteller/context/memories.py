@@ -100,19 +100,18 @@ def embed_query(campaign, path, query):
 
 def section(campaign, path, query, *, top_k=ranking.MEMORY_TOP_K):
     """Return (Section or None, report) for the memories this turn uses."""
-    rows = _eligible_rows(campaign.pk, path)
+    candidates = _eligible(campaign.pk, path)
     report = {
         "query": {"input": query.input, "context": query.context, "input_terms": list(query.input_terms)},
         "semantic": {"used": query.input_vector is not None or query.context_vector is not None,
                      "model": query.model, "note": query.note},
-        "used": [], "considered": len(rows), "suppressed": 0, "suppressed_ids": [], "without_vectors": 0,
+        "used": [], "considered": len(candidates), "suppressed": 0, "suppressed_ids": [], "without_vectors": 0,
     }
-    if not rows:
+    if not candidates:
         return None, report
-    candidates = [_candidate(*row) for row in rows]
     semantic = matrix = positions = None
     if report["semantic"]["used"]:
-        matrix, positions = _matrix_for(campaign.pk, query.model, [row[0] for row in rows])
+        matrix, positions = _matrix_for(campaign.pk, query.model, [c.id for c in candidates])
         dims = len(query.input_vector or query.context_vector)
         if matrix.shape[1] == dims:
             semantic = ranking.semantic_scores(matrix, positions, query.input_vector, query.context_vector)
@@ -143,8 +142,8 @@ def section(campaign, path, query, *, top_k=ranking.MEMORY_TOP_K):
                    components=used), report
 
 
-def _eligible_rows(campaign_id, path):
-    """Return (id, text, authority, pinned) of every eligible memory, in no particular order (ties go by id).
+def _eligible(campaign_id, path):
+    """Return the ranking Candidate of every eligible memory, in no particular order (ties go by id).
 
     Read through the cursor, unsorted: over 10,000 memories Django's row
     handling cost more than the query itself, and an ORDER BY doubled the
@@ -154,7 +153,7 @@ def _eligible_rows(campaign_id, path):
     sql, params = query.query.sql_with_params()
     with connection.cursor() as cursor:
         cursor.execute(sql, params)
-        return [(pk, text, authority, bool(pinned)) for pk, text, authority, pinned in cursor.fetchall()]
+        return [_candidate(pk, text, authority, bool(pinned)) for pk, text, authority, pinned in cursor.fetchall()]
 
 
 @functools.lru_cache(maxsize=65536)
@@ -177,6 +176,7 @@ def _rounded(value):
 # 100 ms a retrieval may take. Every vector written carries its time and an
 # edit deletes the memory's vector, so (count, newest) says when it is stale.
 _cache = {}
+_positions = {}
 _cache_lock = threading.Lock()
 
 
@@ -202,4 +202,13 @@ def _matrix_for(campaign_id, model, ids):
         with _cache_lock:
             _cache[key] = cached
     row_of, matrix = cached[1]
-    return matrix, np.fromiter((row_of.get(pk, -1) for pk in ids), dtype=np.int64, count=len(ids))
+    ids = np.fromiter(ids, dtype=np.int64, count=len(ids))
+    # The eligible memories are the same turn after turn until one is written or the head moves.
+    with _cache_lock:
+        last = _positions.get(key)
+    if last is not None and last[0] is cached and np.array_equal(last[1], ids):
+        return matrix, last[2]
+    positions = np.fromiter((row_of.get(pk, -1) for pk in ids.tolist()), dtype=np.int64, count=len(ids))
+    with _cache_lock:
+        _positions[key] = (cached, ids, positions)
+    return matrix, positions
