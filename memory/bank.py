@@ -76,6 +76,7 @@ def edit_text(memory, text):
     if not memory.original_text:
         memory.original_text = memory.text
     memory.text = text
+    memory.revision += 1
     # An edit may add a hedge, never remove the downgrade the wording or the person made.
     if authority.classify(text) == Memory.Authority.HEURISTIC:
         memory.authority = Memory.Authority.HEURISTIC

@@ -30,6 +30,7 @@ class Memory(models.Model):
 
     text = models.TextField()
     original_text = models.TextField(blank=True, help_text="What was written first, kept when the text is edited.")
+    revision = models.PositiveIntegerField(default=0, help_text="Counts corrections of the text.")
     authority = models.CharField(max_length=16, choices=Authority.choices)
     origin = models.CharField(max_length=12, choices=Origin.choices, default=Origin.SUMMARISER)
     model = models.CharField(max_length=200, blank=True, help_text="The model that wrote it, if one did.")
@@ -45,7 +46,10 @@ class Memory(models.Model):
         ordering = ["campaign", "id"]
         verbose_name_plural = "memories"
         indexes = [
-            models.Index(fields=["campaign", "branch", "depth"]),
+            # Covers retrieval's eligibility read: 10,000 memories are answered from the index alone, and
+            # their words come from a cache keyed by (id, revision) (bench "memory").
+            models.Index(fields=["campaign", "branch", "depth", "forgotten", "enabled", "revision", "authority",
+                                 "pinned"], name="memory_eligibility"),
             models.Index(fields=["campaign", "forgotten"]),
         ]
 

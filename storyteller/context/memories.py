@@ -10,7 +10,6 @@ tail, and marks heuristic memories ``[inferred]`` with what that means.
 Everything here but ``embed_query`` is read-only and model-free.
 """
 
-import functools
 import threading
 from dataclasses import dataclass
 
@@ -149,18 +148,23 @@ def _eligible(campaign_id, path):
     handling cost more than the query itself, and an ORDER BY doubled the
     query (a temporary B-tree after the index search; bench "memory").
     """
-    query = bank.eligible(campaign_id, path).order_by().values_list("id", "text", "authority", "pinned")
+    query = bank.eligible(campaign_id, path).order_by().values_list("id", "revision", "authority", "pinned")
     sql, params = query.query.sql_with_params()
     with connection.cursor() as cursor:
         cursor.execute(sql, params)
-        return [_candidate(pk, text, authority, bool(pinned)) for pk, text, authority, pinned in cursor.fetchall()]
-
-
-@functools.lru_cache(maxsize=65536)
-def _candidate(pk, text, authority, pinned):
-    """Return the ranking Candidate of a memory row; rows repeat turn after turn, so this is cached."""
-    return ranking.Candidate(pk, authority, pinned, ranking.fold_terms(retrieval.meaningful_terms(text)),
-                             ranking.names_in(text))
+        rows = cursor.fetchall()
+    with _cache_lock:
+        missing = [pk for pk, revision, _, _ in rows if _words.get(pk, (None,))[0] != revision]
+    for start in range(0, len(missing), WORDS_BATCH):
+        texts = Memory.objects.filter(pk__in=missing[start:start + WORDS_BATCH]).values_list("id", "revision", "text")
+        found = {pk: (revision, ranking.fold_terms(retrieval.meaningful_terms(text)), ranking.names_in(text))
+                 for pk, revision, text in texts}
+        with _cache_lock:
+            _words.update(found)
+    with _cache_lock:
+        # A memory whose campaign went between the two reads has no words: it is gone, not eligible.
+        return [ranking.Candidate(pk, authority, bool(pinned), *_words[pk][1:])
+                for pk, _, authority, pinned in rows if pk in _words]
 
 
 def _note(query, model, note):
@@ -177,6 +181,10 @@ def _rounded(value):
 # edit deletes the memory's vector, so (count, newest) says when it is stale.
 _cache = {}
 _positions = {}
+# Each memory's folded terms and names by id, with the text revision they were read from. A text
+# changes only through bank.edit_text, which bumps the revision, so the words are read once.
+_words = {}
+WORDS_BATCH = 900  # ids per query, under SQLite's parameter limit
 _cache_lock = threading.Lock()
 
 

@@ -62,3 +62,22 @@ def test_another_campaigns_memories_never_reach_this_one(long_story, owner):
     remember_at(long_story, 5, "Mara hid the letter.")
     assert eligible_texts(long_story) == ["Mara hid the letter."]
     assert "sleeps under" not in prompt(long_story, "the dragon under the mill")
+
+
+def test_a_corrected_memory_is_ranked_on_its_new_words(long_story):
+    from storyteller.context import memories as memory_section
+
+    for end in (5, 11, 17):
+        remember_at(long_story, end, f"The travellers rested, stretch {end}.")
+    wrong = remember_at(long_story, 23, "Mara hid the key in the well.")
+
+    def lexical(question):
+        long_story.refresh_from_db()
+        path = lineage.path_of(long_story)
+        report = memory_section.section(long_story, path, memory_section.query_for(long_story, path,
+                                                                                   Action("do", question)))[1]
+        return {entry["id"]: entry["lexical"] for entry in report["used"]}[wrong.pk]
+
+    assert lexical("Where is the sundial?") == 0.0
+    bank.edit_text(wrong, "Mara hid the sundial in the teapot.")
+    assert lexical("Where is the sundial?") == 1.0
