@@ -34,6 +34,17 @@ def _env_seconds(name, default):
         raise ImproperlyConfigured(f"{name} is {value!r}; set it to a number of seconds, such as {default:g}.")
 
 
+def _env_count(name, default):
+    value = os.environ.get(name, "").strip()
+    if not value:
+        return default
+    if not value.isdigit() or int(value) < 1:
+        from django.core.exceptions import ImproperlyConfigured
+
+        raise ImproperlyConfigured(f"{name} is {value!r}; set it to a whole number of at least 1, such as {default}.")
+    return int(value)
+
+
 def _secret_key(data_dir):
     """Return the key stored in the data folder, creating it on first run."""
     path = data_dir / "secret_key"
@@ -156,6 +167,10 @@ STORYTELLER_EMBED_MODEL = _env_str("STORYTELLER_EMBED_MODEL", "nomic-embed-text"
 # events: the patience of a narration (llm.base.READ_TIMEOUT), since a 3B model
 # on a laptop CPU can take a minute to read a long prompt.
 STORYTELLER_RECORDER_TIMEOUT = _env_seconds("STORYTELLER_RECORDER_TIMEOUT", 120.0)
+# The same patience for the summariser writing one memory, and how many
+# unforgotten memories a campaign keeps (seed 000 §21: 80).
+STORYTELLER_MEMORY_TIMEOUT = _env_seconds("STORYTELLER_MEMORY_TIMEOUT", 120.0)
+STORYTELLER_MEMORY_BANK_CAPACITY = _env_count("STORYTELLER_MEMORY_BANK_CAPACITY", 80)
 
 LOGGING = {
     "version": 1,
