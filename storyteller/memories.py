@@ -152,9 +152,10 @@ def _cast_brief(campaign, path, text):
     """Return who the story is about: the protagonist, then the known characters this stretch names."""
     state = story_state.state_at(path, campaign)
     lowered = text.lower()
+    # Narrator-only people stay out: a memory carries no secrecy mark, so a secret must not reach its text.
     named = [record for record in state.entities()
              if record.data.get("kind") == "character" and record.subject != story_state.PROTAGONIST
-             and record.value.lower() in lowered]
+             and not record.narrator_only and record.value.lower() in lowered]
     lines = ["Cast:", f"- The player's character: {campaign.protagonist}"]
     lines += [f"- {record.value}: {record.data.get('description', '')}".rstrip(": ") for record in named]
     return "\n".join(lines)

@@ -180,3 +180,27 @@ async def test_eviction_marks_the_overflow_forgotten_keeps_the_rows_and_spares_t
     assert len(everything) == 4  # never deleted
     assert [m.text for m in everything if not m.forgotten] == ["Memory of block 0.", "Memory of block 3."]
     assert (await run_of(node_id)).evicted == 2
+
+
+async def test_the_cast_brief_names_the_known_characters_of_the_block_but_never_a_secret_one(campaign,
+                                                                                            narrator_server):
+    from campaigns.state import apply_events
+
+    def introduce(name, description, secret):
+        return {"type": "introduce", "subject": name, "object": "character", "value": description,
+                "narrator_only": secret}
+
+    @sync_to_async
+    def tell():
+        act(campaign, "greet Mara", "Mara the archivist nods; Vess watches from the rafters.")
+        node = lineage.path_of(campaign).nodes().get(depth=2)
+        apply_events(node, [introduce("Mara", "an archivist", False), introduce("Vess", "a spy of the abbot", True)],
+                     source="recorder")
+        play_to(campaign, 12)
+    await tell()
+    narrator_server.script_json({"memory": "Mara greeted Aldric."}, {"memory": "The travellers waited."})
+    await memories.remember(await head_node(campaign))
+    prompt = summaries(narrator_server)[0]["messages"][-1]["content"]
+    brief = prompt.split("Story excerpt:")[0]
+    assert "- Mara: an archivist" in brief
+    assert "Vess" not in brief and "spy" not in brief
