@@ -49,7 +49,8 @@ class Outcome:
 def clean(payload):
     """Return the event as plain, bounded values, whatever the model or the form sent."""
     if not isinstance(payload, dict):
-        return {"type": "", "subject": "", "object": "", "value": "", "narrator_only": False, "invalid": repr(payload)[:200]}
+        return {"type": "", "subject": "", "object": "", "value": "", "narrator_only": False, "aliases": [],
+                "invalid": repr(payload)[:200]}
     event = {name: str(payload.get(name) or "").strip()[:MAX_TEXT] for name in ("type", "subject", "object", "value")}
     event["type"] = event["type"].lower()
     event["narrator_only"] = payload.get("narrator_only") is True
@@ -85,8 +86,8 @@ def validate(state, event, source, *, elsewhere=lambda key: False):
         else:
             state.slots[write["slot"]] = Record(
                 id=None, slot=write["slot"], kind=write["kind"], subject=write.get("subject", ""),
-                value=write.get("value", ""), data=write.get("data", {}), narrator_only=write.get("narrator_only", False),
-                authority=_authority(source), depth=0, source=source,
+                value=write.get("value", ""), data=write.get("data", {}),
+                narrator_only=write.get("narrator_only", False), authority=_authority(source), depth=0, source=source,
             )
     entities = [w for w in writes if w["kind"] == "entity"]
     if entities and event["type"] == "introduce":
@@ -247,7 +248,8 @@ def _entity(check, event):
 
 def _entity_write(key, name, kind, aliases, description, narrator_only):
     return {"slot": f"entity:{key}", "kind": "entity", "subject": key, "value": name,
-            "data": {"kind": kind, "aliases": list(aliases), "description": description}, "narrator_only": narrator_only}
+            "data": {"kind": kind, "aliases": list(aliases), "description": description},
+            "narrator_only": narrator_only}
 
 
 def _place(check, name):

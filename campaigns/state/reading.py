@@ -108,7 +108,8 @@ class State:
                 self._name(record)
             if added:
                 phrases = dict(last.phrases) if last.phrases is not None else None
-                for name in (name for record in added for name in self._names_of(record)) if phrases is not None else ():
+                names = [name for record in added for name in self._names_of(record)] if phrases is not None else []
+                for name in names:
                     phrase = " ".join(words(name))
                     if phrase:
                         phrases.setdefault(phrase, self.names[normalize(name)])
