@@ -120,6 +120,7 @@ def test_a_pending_recording_polls_and_a_failed_one_offers_a_retry(client_of, ca
     act(campaign, "look", "Nothing yet.")
     page = client_of.get(reverse("state_panel", args=[campaign.pk]), **HTMX).content.decode()
     assert 'data-recording="pending"' in page and 'hx-trigger="every 2s"' in page
+    assert 'data-action="record-now"' in page, "a reply left pending by a restart can be recorded by hand"
     record_failure(head_node(campaign), "The model server is not running.", attempt=1)
     page = client_of.get(reverse("state_panel", args=[campaign.pk]), **HTMX).content.decode()
     assert 'data-recording="failed"' in page and "every 2s" not in page
