@@ -71,8 +71,8 @@ MEMORY_TABLES = [
     ("memory_runs", MemoryRun, "campaign", {"node": "nodes"}),
 ]
 TABLES = {"campaigns": CAMPAIGN_TABLES, "memory": MEMORY_TABLES}
-# Vectors are a cache of the text: rebuilt after import, never carried (seed 003 §53).
-DERIVED = {"embedding", "embedding_model", "embedding_dims", "embedded_at"}
+# Vectors (MemoryVector, the passages' columns) are a cache of the text and
+# are not listed: they are rebuilt after import, never carried (seed 003 §53).
 CAMPAIGN_EXCLUDED = {"id", "owner", "head_branch"}
 SOURCE_FIELDS = ["title", "filename", "classification", "enabled", "hidden", "always_include", "notes", "text",
                  "content_hash", "size_bytes", "parser_version", "chunking_version", "imported_at"]
@@ -185,7 +185,7 @@ def _export_tables(campaign, tables, positions):
     """Return {table: rows} for ``tables``, recording each row's position in ``positions`` for later links."""
     section = {}
     for name, model, scope, links in tables:
-        rows = list(model.objects.filter(**{scope: campaign}).defer(*(DERIVED & _fields(model))).order_by("pk"))
+        rows = list(model.objects.filter(**{scope: campaign}).order_by("pk"))
         positions[name] = {row.pk: index for index, row in enumerate(rows)}
         section[name] = [_row(row, links, positions) for row in rows]
     return section
@@ -198,7 +198,7 @@ def _fields(model):
 def _row(row, links, positions):
     values = {}
     for field in row._meta.concrete_fields:
-        if field.name in ("id", "campaign") or field.attname in DERIVED:
+        if field.name in ("id", "campaign"):
             continue
         if field.name in links:
             if links[field.name] is not None:
@@ -231,7 +231,7 @@ def _import_tables(campaign, section, tables, created):
 
 
 def _create(model, rows, links, created, campaign, *, scoped):
-    names = (_fields(model) - DERIVED) | set(links)
+    names = _fields(model) | set(links)
     objects = []
     for row in rows:
         unknown = set(row) - names
