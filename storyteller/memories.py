@@ -42,7 +42,12 @@ SCHEMA = {
     "required": ["memory"],
 }
 
-RULES = f"""You keep the long-term memory of an interactive story. Read the stretch of story and write, in 1-2 plain sentences (at most {MAX_WORDS} words), the specific details worth remembering later: who did what, promises, discoveries, where things were left, names. Use the characters' names. Write only what the stretch states; if you are inferring, say so ("seemed", "probably"). Answer as JSON: {{"memory": "..."}}."""
+RULES = (
+    "You keep the long-term memory of an interactive story. Read the stretch of story and write, in 1-2 plain "
+    f"sentences (at most {MAX_WORDS} words), the specific details worth remembering later: who did what, promises, "
+    "discoveries, where things were left, names. Use the characters' names. Write only what the stretch states; "
+    'if you are inferring, say so ("seemed", "probably"). Answer as JSON: {"memory": "..."}.'
+)
 
 
 @dataclass(frozen=True)
@@ -83,7 +88,8 @@ async def remember(node_id):
         new_ids, evicted = await database_sync_to_async(_store)(job.campaign.pk, written)
     except Exception as failure:  # noqa: BLE001
         logger.exception("storing memories failed for node %s", node_id)
-        new_ids, evicted, error = [], [], f"Storing memories failed ({type(failure).__name__}: {failure}); nothing was kept."
+        new_ids, evicted = [], []
+        error = f"Storing memories failed ({type(failure).__name__}: {failure}); nothing was kept."
     embedded, note = await embed_missing(job.campaign)
     status = (MemoryRun.Status.FAILED if error else
               MemoryRun.Status.WRITTEN if new_ids else MemoryRun.Status.NOTHING_DUE)

@@ -1,4 +1,7 @@
-"""Eligibility is the lineage chokepoint: campaign, active head-capped path, not forgotten, enabled (seed 000 §19, §57)."""
+"""Eligibility is the lineage chokepoint: campaign, active head-capped path, not forgotten, enabled.
+
+Seed 000 §19 and §57.
+"""
 
 from campaigns import lineage, story
 from memory import bank

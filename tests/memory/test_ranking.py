@@ -57,7 +57,8 @@ def test_a_one_line_question_is_not_drowned_by_recent_narration():
     candidates = [candidate(1, "Mara slipped the amber sundial inside the cracked teapot")]
     candidates += [candidate(i, "The travellers talked at the tavern") for i in range(2, 18)]
     semantic = ranking.semantic_scores(matrix, np.arange(17), question, narration)
-    chosen = ranking.rank(candidates, ("amber", "sundial"), semantic=semantic, matrix=matrix, rows=np.arange(len(matrix)))
+    chosen = ranking.rank(candidates, ("amber", "sundial"), semantic=semantic, matrix=matrix,
+                          rows=np.arange(len(matrix)))
     assert chosen.used[0].id == 1
 
 
