@@ -196,3 +196,31 @@ async def test_one_worker_per_campaign_runs_queued_replies_in_commit_order(campa
     assert [(await run_of(n.pk)).status for n in (first, second)] == ["applied", "applied"]
     prompts = [body["messages"][-1]["content"] for body in recordings(narrator_server)]
     assert "Narrator: One." in prompts[0] and "Narrator: Two." in prompts[1]
+
+
+@sync_to_async
+def _refuse_state_writes(refuse):
+    from django.db import connection
+
+    with connection.cursor() as cursor:
+        if refuse:
+            cursor.execute("CREATE TRIGGER refuse_state BEFORE INSERT ON campaigns_staterecord "
+                           "BEGIN SELECT RAISE(ABORT, 'disk I/O error'); END")
+        else:
+            cursor.execute("DROP TRIGGER refuse_state")
+
+
+async def test_a_failed_write_is_rolled_back_and_the_failure_recorded_after_it(campaign, narrator_server):
+    narrator_server.script("Mara arrives.")
+    narrator_server.script_json(WORLD, WORLD)
+    await _refuse_state_writes(True)
+    try:
+        result = await play(campaign)
+    finally:
+        await _refuse_state_writes(False)
+    run = await run_of(result.node_id)
+    assert run.status == "failed" and "disk I/O error" in run.error and "nothing was written" in run.error
+    assert await StateEvent.objects.acount() == 0, "the events of the failed write were rolled back with it"
+    assert await Node.objects.filter(pk=result.node_id).aexists()
+    await postturn.schedule(campaign.pk, result.node_id)
+    assert (await run_of(result.node_id)).status == "applied"
