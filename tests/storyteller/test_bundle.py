@@ -1,4 +1,4 @@
-"""Campaign export and import: a faithful round trip, and nothing half-imported from a bad bundle (seed 003 §51-§53)."""
+"""Campaign export and import: a faithful round trip, and nothing half-imported from a bad bundle (seed 003 §51-3)."""
 
 import json
 

@@ -1,4 +1,4 @@
-"""Imported knowledge in the prompt: framing, precedence, budgets and the query (seed 000 §29, §41, §46; 003 §21-§22)."""
+"""Imported knowledge in the prompt: framing, precedence, budgets, the query (seed 000 §29, §41, §46; 003 §21-2)."""
 
 import pytest
 
@@ -179,7 +179,8 @@ def test_unspent_knowledge_budget_returns_to_history(library, campaign):
     assert spent > 0
     assert busy.report["budget"]["history_allowance"] == pytest.approx(
         quiet.report["budget"]["history_allowance"] - spent, abs=40)
-    assert busy.report["budget"]["prompt_tokens"] <= campaign.context_token_budget - busy.report["budget"]["reply_reserve"]
+    budget = busy.report["budget"]
+    assert budget["prompt_tokens"] <= campaign.context_token_budget - budget["reply_reserve"]
 
 
 def test_the_report_lists_each_passage_with_scores_and_reason(library, campaign):
