@@ -15,6 +15,7 @@ from django.shortcuts import aget_object_or_404, get_object_or_404, redirect, re
 from django.utils.encoding import force_str
 from django.utils.text import slugify
 from django.utils.http import urlsafe_base64_decode
+from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 from django_htmx.http import HttpResponseClientRedirect
 
@@ -103,6 +104,7 @@ def campaign_edit(request, pk):
 
 @login_required
 @require_GET
+@never_cache  # Back must not show a stale story with its controls frozen mid-turn.
 def play(request, pk):
     campaign = _get_campaign_for_user(request, pk)
     if request.htmx:

@@ -192,3 +192,8 @@ def test_the_model_settings_page_warns_about_a_budget_beyond_the_models_context(
 def test_model_settings_refuses_anonymous_and_wrong_methods(client, client_of):
     assert client_of.post(reverse("model_settings")).status_code == 405
     assert client_of.get(reverse("test_connection")).status_code == 405
+
+
+def test_the_play_page_is_never_cached(client_of, campaign):
+    response = client_of.get(reverse("play", args=[campaign.pk]))
+    assert "no-cache" in response["Cache-Control"] and "no-store" in response["Cache-Control"]
