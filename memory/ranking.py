@@ -97,9 +97,10 @@ def semantic_scores(matrix, rows, input_vector=None, context_vector=None):
         return None
     queries = np.array([np.asarray(vector, dtype=np.float32) for vector, _ in given])
     queries /= np.maximum(np.linalg.norm(queries, axis=1, keepdims=True), 1e-12)
-    # One pass over the matrix for both texts; either cosine alone when the other text is empty.
+    # Either cosine alone when the other text is empty. einsum, not @: BLAS's worker threads spin
+    # after a product and slow whatever the turn does next on two cores (as knowledge.retrieval found).
     weights = np.array([weight for _, weight in given], dtype=np.float32) if len(given) == 2 else np.ones(1, np.float32)
-    scores = (matrix @ queries.T) @ weights
+    scores = np.einsum("ij,j->i", matrix, np.einsum("kj,k->j", queries, weights))
     rows = np.asarray(rows, dtype=np.int64)
     return np.where(rows >= 0, scores[np.maximum(rows, 0)], np.nan)
 
