@@ -36,6 +36,7 @@ def test_a_memory_added_and_pinned_in_the_panel_reaches_the_narrator_and_follows
 
     page.wait_for_selector("#memory-panel form.memory-form")
     page.click("[data-action=undo]")
+    page.wait_for_function("() => document.querySelectorAll('#story [data-role=narrator][data-node-id]').length === 1")
     page.click("[data-action=undo]")  # back before the turn the memory was typed at
     page.wait_for_function("() => document.querySelectorAll('#story [data-role=narrator][data-node-id]').length === 0")
     page.reload()  # the panel as the page now loads it, whichever of the two refreshes after undo landed last
