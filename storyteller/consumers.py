@@ -6,6 +6,7 @@ templates the pages use. Each streamed chunk is escaped on its own.
 """
 
 import asyncio
+from urllib.parse import parse_qs
 
 from channels.db import database_sync_to_async
 from channels.generic.websocket import AsyncJsonWebsocketConsumer
@@ -34,6 +35,7 @@ class PlayConsumer(AsyncJsonWebsocketConsumer):
         if not user.is_authenticated or not await _owns(user, self.campaign_id):
             await self.close(code=4403)
             return
+        self.tab = parse_qs(self.scope.get("query_string", b"").decode()).get("tab", [""])[0]
         self.group = f"campaign-{self.campaign_id}"
         await self.channel_layer.group_add(self.group, self.channel_name)
         await self.accept()
@@ -85,7 +87,8 @@ class PlayConsumer(AsyncJsonWebsocketConsumer):
 
     async def story_changed(self, event):
         """Redraw after another tab (or a page action) moved the story."""
-        if event.get("sender") != self.channel_name and not self._busy():
+        own = event.get("sender") == self.channel_name or (self.tab and event.get("tab") == self.tab)
+        if not own and not self._busy():
             await self._send_body()
 
     def _busy(self):

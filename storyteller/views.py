@@ -52,12 +52,16 @@ def play_body_context(campaign, error="", notice=""):
     }
 
 
-def announce_story_changed(campaign):
+# Each play page names itself (static/js/play.js) on its htmx requests and its
+# websocket, so the tab that moved the head is not redrawn a second time.
+TAB_HEADER = "X-Storyteller-Tab"
+
+
+def announce_story_changed(campaign, request=None):
     """Tell the campaign's other open tabs to redraw (after the change has committed)."""
     layer = get_channel_layer()
-    transaction.on_commit(
-        lambda: async_to_sync(layer.group_send)(f"campaign-{campaign.pk}", {"type": "story.changed"})
-    )
+    event = {"type": "story.changed", "tab": request.headers.get(TAB_HEADER, "") if request else ""}
+    transaction.on_commit(lambda: async_to_sync(layer.group_send)(f"campaign-{campaign.pk}", event))
 
 
 def _play_body(request, campaign, **extra):
@@ -120,7 +124,7 @@ def undo(request, pk):
     campaign = _get_campaign_for_user(request, pk)
     with transaction.atomic():
         if story.undo(campaign):
-            announce_story_changed(campaign)
+            announce_story_changed(campaign, request)
     return _play_body(request, campaign)
 
 
@@ -130,7 +134,7 @@ def redo(request, pk):
     campaign = _get_campaign_for_user(request, pk)
     with transaction.atomic():
         if story.redo(campaign):
-            announce_story_changed(campaign)
+            announce_story_changed(campaign, request)
     return _play_body(request, campaign)
 
 
@@ -173,7 +177,7 @@ def switch_branch(request, pk, branch_pk):
     branch = get_object_or_404(Branch, pk=branch_pk, campaign=campaign)
     with transaction.atomic():
         story.switch_branch(campaign, branch)
-        announce_story_changed(campaign)
+        announce_story_changed(campaign, request)
     return _redirect_to_play(request, campaign)
 
 
@@ -184,7 +188,7 @@ def restore_save_point(request, pk, save_point_pk):
     point = get_object_or_404(SavePoint, pk=save_point_pk, campaign=campaign)
     with transaction.atomic():
         story.restore_save_point(point)
-        announce_story_changed(campaign)
+        announce_story_changed(campaign, request)
     return _redirect_to_play(request, campaign)
 
 

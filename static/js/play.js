@@ -2,6 +2,19 @@
 (function () {
   "use strict";
 
+  // Name this tab, so that a change it makes itself (undo, redo…) is not
+  // redrawn a second time when the app tells every open tab about it.
+  // Deferred scripts run before htmx connects the websocket, so the name is
+  // in place for the first connection.
+  var tab = (window.crypto && crypto.randomUUID) ? crypto.randomUUID() : String(Math.random()).slice(2);
+  var play = document.getElementById("play");
+  if (play && play.getAttribute("ws-connect")) {
+    play.setAttribute("ws-connect", play.getAttribute("ws-connect") + "?tab=" + encodeURIComponent(tab));
+  }
+  document.addEventListener("htmx:configRequest", function (event) {
+    event.detail.headers["X-Storyteller-Tab"] = tab;
+  });
+
   function status(text) {
     var el = document.getElementById("connection");
     if (el) el.textContent = text;

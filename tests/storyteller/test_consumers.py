@@ -20,11 +20,12 @@ def session_cookie(user):
     return (b"cookie", f"sessionid={client.cookies['sessionid'].value}".encode())
 
 
-async def connect(campaign, user=None, origin=ORIGIN):
+async def connect(campaign, user=None, origin=ORIGIN, tab=""):
     headers = [(b"host", b"127.0.0.1:8000"), origin]
     if user is not None:
         headers.append(await session_cookie(user))
-    communicator = WebsocketCommunicator(application, f"/ws/play/{campaign.pk}/", headers=headers)
+    query = f"?tab={tab}" if tab else ""
+    communicator = WebsocketCommunicator(application, f"/ws/play/{campaign.pk}/{query}", headers=headers)
     connected, _ = await communicator.connect()
     return communicator, connected
 
@@ -152,5 +153,30 @@ async def test_another_tab_is_redrawn_after_a_turn(campaign, owner, narrator_ser
     await frames_until_body(one)
     frames = await frames_until_body(two)
     assert "Shared news." in frames[-1]
+    await one.disconnect()
+    await two.disconnect()
+
+
+async def test_an_undo_redraws_the_other_tabs_but_not_the_tab_that_made_it(campaign, owner, narrator_server):
+    from django.urls import reverse
+
+    one, _ = await connect(campaign, owner, tab="tab-one")
+    two, _ = await connect(campaign, owner, tab="tab-two")
+    await one.send_json_to({"mode": "do", "text": "look"})
+    await frames_until_body(one)
+    await frames_until_body(two)
+
+    @sync_to_async
+    def undo_from_tab_one():
+        client = Client()
+        client.force_login(owner)
+        return client.post(reverse("undo", args=[campaign.pk]), HTTP_HX_REQUEST="true",
+                           HTTP_X_STORYTELLER_TAB="tab-one")
+
+    response = await undo_from_tab_one()
+    assert response.status_code == 200
+    frames = await frames_until_body(two)
+    assert 'data-role="narrator"' not in frames[-1]
+    assert await one.receive_nothing(timeout=0.3), "the tab that undid already has its page from the response"
     await one.disconnect()
     await two.disconnect()
