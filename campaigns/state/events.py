@@ -11,10 +11,11 @@ order, inside one transaction, and writes every event â€” applied or rejected â€
 with its reason and what it replaced.
 """
 
+import json
 import re
 from dataclasses import dataclass, field
 
-from django.db import transaction
+from django.db import connection, transaction
 
 from .. import lineage
 from ..models import Campaign, Node, RecorderRun, StateEvent, StateRecord
@@ -119,11 +120,9 @@ def apply_events(node, payloads, *, source, author=None, attempt=0, model=""):
                        status=o.status, reason=o.reason, previous=o.previous, attempt=attempt)
             for o in outcomes
         ])
-        StateRecord.objects.bulk_create([
-            StateRecord(campaign_id=node.campaign_id, branch_id=node.branch_id, depth=node.depth, event=event,
-                        authority=_authority(source), slot=w["slot"], kind=w["kind"], subject=w.get("subject", ""),
-                        value=w.get("value", ""), data=w.get("data", {}), narrator_only=w.get("narrator_only", False),
-                        retracted=w.get("retracted", False))
+        _write_records(node, _authority(source), [
+            (event.pk, w["slot"], w["kind"], w.get("subject", ""), w.get("value", ""), json.dumps(w.get("data", {})),
+             w.get("narrator_only", False), w.get("retracted", False))
             for event, outcome in zip(events, outcomes) for w in outcome.writes
         ])
         if source == StateEvent.Source.RECORDER:
@@ -131,6 +130,29 @@ def apply_events(node, payloads, *, source, author=None, attempt=0, model=""):
             run.status, run.error, run.attempts, run.model = RecorderRun.Status.APPLIED, "", attempt, model
             run.save()
     return events
+
+
+# Rows per INSERT: 12 parameters each stays far below SQLite's 32,766.
+RECORDS_PER_INSERT = 500
+
+
+def _write_records(node, authority, rows):
+    """Insert the StateRecords of a batch, anchored at ``node``: (event id, slot, kind, subject, value, data JSON,
+    narrator_only, retracted) each.
+
+    Written out as one INSERT because bulk_create spent about 3 ms preparing
+    the 25 records of a 20-event batch, a third of the batch's 10 ms budget;
+    nothing is read back (records carry no defaults the database sets).
+    """
+    columns = ("campaign_id", "branch_id", "depth", "authority", "event_id", "slot", "kind", "subject", "value",
+               "data", "narrator_only", "retracted")
+    anchor = (node.campaign_id, node.branch_id, node.depth, authority)
+    with connection.cursor() as cursor:
+        for start in range(0, len(rows), RECORDS_PER_INSERT):
+            chunk = rows[start:start + RECORDS_PER_INSERT]
+            values = ", ".join([f"({', '.join(['%s'] * len(columns))})"] * len(chunk))
+            cursor.execute(f"INSERT INTO {StateRecord._meta.db_table} ({', '.join(columns)}) VALUES {values}",
+                           [value for row in chunk for value in (*anchor, *row)])
 
 
 def record_failure(node, error, *, attempt, model=""):
