@@ -11,7 +11,6 @@ it orders what matched and never rescues what did not.
 FTS5 and the vectors, always within one campaign, and never writes.
 """
 
-import functools
 import re
 import threading
 import unicodedata
@@ -64,6 +63,11 @@ FTS_WINDOW = 160
 # what an 8,192-token window leaves holds about eight passages; twenty
 # leaves the inspector plenty to show as "no budget for".
 MAX_HITS = 20
+
+# What a hit's passage is shown with (prompt, inspector, search page); any
+# other field still loads, one query later, when something asks for it.
+HIT_FIELDS = ("id", "source_id", "index", "heading_path", "text", "tokens",
+              "source__id", "source__title", "source__filename", "source__classification", "source__hidden")
 
 # The player's words come first in the query, then the scene: a long reply
 # standing in for the scene adds terms whose only effect is cost.
@@ -211,18 +215,20 @@ def retrieve(campaign, query, *, exclude_always_included=True):
     """Return the Retrieval for ``query`` in ``campaign``: enabled, ready sources of this campaign only."""
     query_terms = meaningful_terms(query.text)[:MAX_QUERY_TERMS]
     standing_terms = frozenset(term for name in query.standing_names for term in meaningful_terms(name))
-    sources = Source.objects.filter(campaign=campaign, enabled=True)
+    # Unordered (order_by()): every read here builds a dict, and the models'
+    # default orderings join the campaign (and the source) only to sort.
+    sources = Source.objects.filter(campaign=campaign, enabled=True).order_by()
     if exclude_always_included:
         sources = sources.filter(always_include=False)
     classes = dict(sources.values_list("id", "classification"))
     candidates = {}
     if query_terms and classes:
         found = _lexical(campaign.pk, query_terms, exclude_always_included)
-        rows = Passage.objects.filter(pk__in=[pk for pk, _, _ in found]).values_list("id", "heading_path", "text")
-        texts = {pk: (heading, text) for pk, heading, text in rows}
-        by_stem = {_stem(term): term for term in query_terms}
+        rows = (Passage.objects.filter(pk__in=[pk for pk, _, _ in found]).order_by()
+                .values_list("id", "heading_path", "text"))
+        matched = _terms_in(rows, {_stem(term): term for term in query_terms})
         for passage_id, source_id, score in found:
-            terms = _terms_in(*texts[passage_id], by_stem)
+            terms = matched[passage_id]
             candidates[passage_id] = Candidate(passage_id, source_id, classes[source_id], lexical=score, terms=terms)
     floor = semantic_floor(query.model) if query.vector is not None else None
     semantic = {"used": floor is not None, "model": query.model, "floor": floor, "note": query.semantic_note}
@@ -233,8 +239,10 @@ def retrieve(campaign, query, *, exclude_always_included=True):
             candidates[passage_id] = replace(existing, cosine=cosine)
     hits = rank(list(candidates.values()), query_terms=query_terms, standing_terms=standing_terms,
                 floor=floor)[:MAX_HITS]
-    # Never the source's text (up to 1 MiB each) nor the vectors: only what a hit shows.
-    passages = (Passage.objects.select_related("source").defer("embedding", "source__text")
+    # Only what a hit shows: never the source's text (up to 1 MiB each) nor
+    # the vectors, and none of the bookkeeping columns, whose conversion into
+    # model fields cost a third of this read (bench "knowledge").
+    passages = (Passage.objects.select_related("source").only(*HIT_FIELDS).order_by()
                 .in_bulk([hit.passage_id for hit in hits]))
     return Retrieval(query.text, query_terms, hits, semantic, passages)
 
@@ -286,20 +294,43 @@ def _eligible(cursor, campaign_id, passage_ids, exclude_always_included):
     return dict(cursor.fetchall())
 
 
-def _terms_in(heading, text, by_stem):
-    """Return the query terms (``by_stem``: crude stem -> term) that a passage contains as whole words.
+def _terms_in(rows, by_stem):
+    """Return {passage id: the query terms it contains as whole words} for ``rows`` of (id, heading, text).
 
-    FTS5 has already said the passage matches; this says which terms, for
-    admission and for the inspector. Asking FTS5 term by term cost 40 ms a
-    query over 20,000 passages; comparing the words of 40 loaded rows, 2.
+    ``by_stem`` maps crude stem -> query term. FTS5 has already said the
+    passages match; this says which terms, for admission and for the
+    inspector. Asking FTS5 term by term cost 40 ms a query over 20,000
+    passages; comparing the words of 40 loaded rows, 2. Each distinct word of
+    all the rows is stemmed once (prose shares most of its words between
+    passages), then each passage's words meet the matching ones as a set.
     """
-    stems = {_stem(word) for word in _WORD.findall(f"{heading}\n{text}".lower())}
-    return frozenset(term for stem, term in by_stem.items() if stem in stems)
+    words = {pk: set(_WORD.findall(f"{heading}\n{text}".lower())) for pk, heading, text in rows}
+    matching = {}
+    for word in set().union(*words.values()):
+        term = by_stem.get(_STEMS.get(word) or _stem(word))
+        if term is not None:
+            matching[word] = term
+    return {pk: frozenset(matching[word] for word in own & matching.keys()) for pk, own in words.items()}
 
 
-@functools.lru_cache(maxsize=65536)
+# Stems already computed, by word: a plain dict read is a third of the cost of
+# an lru_cache hit, and the 40 candidates' 3,500 distinct words are looked up
+# on every retrieval. Emptied when full, so it stays bounded.
+_STEMS = {}
+_STEMS_MAX = 65536
+
+
 def _stem(word):
     """Return a crude stem, enough to map a marked token back to the query word FTS5 matched it for."""
+    stem = _STEMS.get(word)
+    if stem is None:
+        if len(_STEMS) >= _STEMS_MAX:
+            _STEMS.clear()
+        stem = _STEMS[word] = _stem_of(word)
+    return stem
+
+
+def _stem_of(word):
     word = "".join(c for c in unicodedata.normalize("NFKD", word.lower()) if not unicodedata.combining(c))
     word = word.replace("’", "'").split("'")[0]
     for suffix, keep in (("ies", "y"), ("ing", ""), ("ed", ""), ("es", ""), ("s", ""), ("ly", "")):
