@@ -18,6 +18,9 @@ Pure: it reads no text and no vectors, and decides only ``forgotten``.
 
 import heapq
 from dataclasses import dataclass
+from operator import attrgetter
+
+import numpy as np
 
 MEMORY_BANK_CAPACITY = 80
 
@@ -48,50 +51,76 @@ def to_evict(entries, capacity=MEMORY_BANK_CAPACITY, *, frozen=()):
 def eviction_order(entries, *, frozen=()):
     """Return every evictable id, first to go first."""
     frozen = set(frozen)
-    ranged = sorted((e for e in entries if e.start is not None), key=lambda e: (e.start, e.end, e.id))
-    boundaries = {ranged[0].id, ranged[-1].id} if ranged else set()
-    candidate = [not e.pinned and e.id not in frozen and e.id not in boundaries for e in ranged]
-    order = _by_coverage(ranged, candidate)
+    order = _by_coverage([e for e in entries if e.start is not None], frozen)
     taken = set(order)
     rest = [e for e in entries if e.id not in taken and not e.pinned and e.id not in frozen]
-    rest.sort(key=lambda e: (e.recency, e.uses, e.id))
+    rest.sort(key=attrgetter("recency", "uses", "id"))
     return order + [e.id for e in rest]
 
 
-def _by_coverage(ranged, candidate):
-    """Return the ids of the candidates of ``ranged`` (sorted by position), smallest hole first.
+def _by_coverage(ranged, frozen):
+    """Return the ids of the coverage candidates among ``ranged``, smallest hole first.
 
-    A linked list over the positions and a heap of holes. A hole only grows
-    (a removal widens its neighbours'), so an entry is re-checked when it is
-    popped and pushed back with its current hole if that grew: each memory
-    sits in the heap once, and no update is pushed that is never needed.
+    The candidates are the ranged memories neither pinned, frozen, nor the
+    earliest or latest by (start, end, id). A linked list over the positions
+    and a heap of holes. A hole only grows (a removal widens its
+    neighbours'), so an entry is re-checked when it is popped and pushed back
+    with its current hole if that grew: each memory sits in the heap once.
     O(n log n) over the bank.
+
+    Both sorts and the first holes are numpy over plain arrays; the loop runs
+    on lists of ints indexed by tie rank (candidates 0..m-1 in tie order, the
+    rest after), so a heap key ``hole << shift | rank`` names its memory directly.
+    Python sort keys over 10,000 Entry objects and a rank-to-position lookup
+    per step cost 76 ms where this takes 31 (10,000 memories, bench "memory").
     """
     n = len(ranged)
-    starts = [e.start for e in ranged]
-    ends = [e.end for e in ranged]
-    prev = list(range(-1, n - 1))
-    nxt = list(range(1, n + 1))
-    # The tie-break (least recently used, less used, lower id) never changes, so it is ranked once and the
-    # heap holds plain integers, hole * n + tie rank: comparing ints is what makes 10,000 fit in 50 ms.
-    ties = sorted((i for i in range(n) if candidate[i]), key=lambda i: (ranged[i].recency, ranged[i].uses,
-                                                                         ranged[i].id))
+    if n < 3:  # the earliest and the latest are never candidates
+        return []
+    ids = np.fromiter((e.id for e in ranged), np.int64, n)
+    starts = np.fromiter((e.start for e in ranged), np.int64, n)
+    ends = np.fromiter((e.end for e in ranged), np.int64, n)
+    at = np.lexsort((ids, ends, starts))  # position -> index into ranged
+    candidate = np.fromiter((not e.pinned for e in ranged), bool, n)[at]
+    if frozen:
+        candidate &= ~np.isin(ids[at], np.fromiter(frozen, np.int64, len(frozen)))
+    candidate[0] = candidate[-1] = False
+    among = np.flatnonzero(candidate)  # positions of the candidates
+    m = len(among)
+    if not m:
+        return []
+    chosen = at[among]
+    recency = np.fromiter((ranged[i].recency for i in chosen.tolist()), np.float64, m)
+    uses = np.fromiter((ranged[i].uses for i in chosen.tolist()), np.int64, m)
+    # The tie-break (least recently used, less used, lower id) never changes: ranked once.
+    by_rank = np.concatenate((among[np.lexsort((ids[chosen], uses, recency))], np.flatnonzero(~candidate)))
+    rank_at = np.empty(n, np.int64)  # position -> rank
+    rank_at[by_rank] = np.arange(n)
+    prev = np.full(n, -1, np.int64)
+    nxt = np.full(n, -1, np.int64)
+    prev[rank_at[1:]] = rank_at[:-1]
+    nxt[rank_at[:-1]] = rank_at[1:]
+    starts, ends, ids = starts[at][by_rank], ends[at][by_rank], ids[at][by_rank]
     # Boundaries are never candidates, so a candidate always has both neighbours.
-    heap = [max(0, starts[i + 1] - ends[i - 1] - 1) * n + rank for rank, i in enumerate(ties)]
-    heapq.heapify(heap)
+    holes = np.maximum(starts[nxt[:m]] - ends[prev[:m]] - 1, 0)
+    shift = n.bit_length()  # a key is hole << shift | rank: ordered by hole, then rank
+    heap = np.sort(holes << shift | np.arange(m)).tolist()  # sorted: already a heap
+    mask = (1 << shift) - 1
+    after_end = (ends + 1).tolist()
+    starts, ids, prev, nxt = starts.tolist(), ids.tolist(), prev.tolist(), nxt.tolist()
     pop, replace = heapq.heappop, heapq.heapreplace
     order = []
+    take = order.append
     while heap:
-        hole, rank = divmod(heap[0], n)
-        i = ties[rank]
-        before, after = prev[i], nxt[i]
-        current = starts[after] - ends[before] - 1
-        if current < 0:  # overlapping neighbours: no hole
-            current = 0
-        if current != hole:
-            replace(heap, current * n + rank)
+        key = heap[0]
+        rank = key & mask
+        before, after = prev[rank], nxt[rank]
+        hole = starts[after] - after_end[before]
+        fresh = (hole << shift | rank) if hole > 0 else rank  # overlapping neighbours: no hole
+        if fresh != key:
+            replace(heap, fresh)
             continue
         pop(heap)
-        order.append(ranged[i].id)
+        take(ids[rank])
         nxt[before], prev[after] = after, before
     return order
