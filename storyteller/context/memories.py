@@ -58,7 +58,9 @@ def query_for(campaign, path, action):
     A continue has no input: the context alone is searched. A retry passes
     the path before the discarded reply, so that reply is not in the context.
     """
-    current = state.state_at(path, campaign)
+    # The turn's part of the state is enough to name the scene, its place and
+    # who is there; the full fold costs 100-200 ms at 5,000 facts.
+    current = state.state_for_turn(path, campaign, action.text)
     scene = current.scene()
     place = (scene.data.get("location", "") if scene else "") or current.location_of(state.PROTAGONIST)
     present = [current.name_of(key) for key in current.present() if key != state.PROTAGONIST]
