@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 from django.db.models import Max, Q
 
-from .models import Branch, Campaign, Node
+from .models import Branch, Node
 
 
 @dataclass(frozen=True)

@@ -18,6 +18,13 @@ def outsider(db):
     return get_user_model().objects.create_user("outsider", password=None)
 
 
+@pytest.fixture
+def client_of(client, owner):
+    """A test client signed in as the campaign owner."""
+    client.force_login(owner)
+    return client
+
+
 def make_campaign(user, **fields):
     defaults = {
         "title": "The Silver Key",

@@ -12,12 +12,6 @@ HTMX = {"HTTP_HX_REQUEST": "true"}
 
 
 @pytest.fixture
-def client_of(client, owner):
-    client.force_login(owner)
-    return client
-
-
-@pytest.fixture
 def tavern(campaign):
     act(campaign, "enter the tavern", "Mara waits by the fire.")
     record(

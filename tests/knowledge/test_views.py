@@ -1,6 +1,5 @@
 """The knowledge pages: page, htmx fragment, wrong method and another person's campaign for each."""
 
-import pytest
 from django.core.files.uploadedfile import SimpleUploadedFile
 from django.urls import reverse
 
@@ -10,12 +9,6 @@ from storyteller.context import Action
 from tests.knowledge.conftest import import_fixture, read_fixture
 
 HTMX = {"HTTP_HX_REQUEST": "true"}
-
-
-@pytest.fixture
-def client_of(client, owner):
-    client.force_login(owner)
-    return client
 
 
 def upload(client, campaign, *names, **fields):

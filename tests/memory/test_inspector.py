@@ -11,12 +11,6 @@ from storyteller.context import Action
 from .conftest import play_to, remember_at
 
 
-@pytest.fixture
-def client_of(client, owner):
-    client.force_login(owner)
-    return client
-
-
 def play(campaign, text):
     async def relay(_):
         pass

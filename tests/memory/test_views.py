@@ -15,12 +15,6 @@ HTMX = {"HTTP_HX_REQUEST": "true"}
 
 
 @pytest.fixture
-def client_of(client, owner):
-    client.force_login(owner)
-    return client
-
-
-@pytest.fixture
 def remembered(campaign):
     play_to(campaign, 12)
     return remember_at(campaign, 5, "Aldric promised to return before dawn.")

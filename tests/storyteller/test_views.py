@@ -12,12 +12,6 @@ HTMX = {"HTTP_HX_REQUEST": "true"}
 
 
 @pytest.fixture
-def client_of(client, owner):
-    client.force_login(owner)
-    return client
-
-
-@pytest.fixture
 def played(campaign):
     act(campaign, "open the gate", "The gate creaks open.")
     act(campaign, "enter the chapel", "Candles gutter.")
