@@ -17,19 +17,26 @@ def panel_text(page):
 
 def test_the_state_is_recorded_after_a_turn_corrected_in_the_panel_and_follows_undo(app, fake, page):  # noqa: F811
     fake.script("The cottage door opens; Mara's ledger lies on the table.")
-    fake.script_json({"events": [
+    recorded = {"events": [
         event("introduce", "Lamplighter's cottage", "place"),
         event("introduce", "ledger", "item", "Mara's lamp-oil ledger"),
         event("scene", "", "Lamplighter's cottage", "Edrin stands in the empty cottage."),
         event("acquire", "Edrin", "ledger"),
         event("teleport", "Edrin", "moon"),
-    ]})
+    ]}
+    # Queued twice: in one full CI run the recorder's answer came back empty
+    # (the scripted one taken by another structured request); the second copy
+    # keeps this test about the panel, and the assertion below shows the
+    # requests if it happens again.
+    fake.script_json(recorded, recorded)
     sign_in(app, page)
     send(page, "open the cottage door")
     page.wait_for_function(
         "() => document.querySelector('#state-panel')?.dataset.recording === 'applied'", timeout=20_000)
     text = panel_text(page)
-    assert "Edrin stands in the empty cottage." in text
+    structured = [r.body for r in fake.requests if r.body and r.body.get("format")]
+    assert "Edrin stands in the empty cottage." in text, (text, len(structured), [
+        b["messages"][-1]["content"][:200] for b in structured])
     assert "Edrin Vale possesses ledger." in text
 
     page.click("#state-panel a:has-text('its events')")
