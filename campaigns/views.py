@@ -26,7 +26,8 @@ PANEL_GROUPS = [
 ]
 
 
-def _get_campaign_for_user(request, pk):
+def campaign_for_user(request, pk):
+    """Return the signed-in person's campaign ``pk``; anyone else's is a 404."""
     return get_object_or_404(Campaign, pk=pk, owner=request.user)
 
 
@@ -81,13 +82,13 @@ def render_state_panel(request, campaign, **extra):
 @login_required
 @require_GET
 def state_panel(request, pk):
-    return render_state_panel(request, _get_campaign_for_user(request, pk))
+    return render_state_panel(request, campaign_for_user(request, pk))
 
 
 @login_required
 @require_POST
 def state_correct(request, pk):
-    campaign = _get_campaign_for_user(request, pk)
+    campaign = campaign_for_user(request, pk)
     form = CorrectionForm(request.POST)
     if not form.is_valid():
         problems = "; ".join(f"{field}: {' '.join(errors)}" for field, errors in form.errors.items())
@@ -101,7 +102,7 @@ def state_correct(request, pk):
 @login_required
 @require_GET
 def state_events(request, pk, node_pk):
-    campaign = _get_campaign_for_user(request, pk)
+    campaign = campaign_for_user(request, pk)
     node = get_object_or_404(Node, pk=node_pk, campaign=campaign)
     context = {
         "campaign": campaign,

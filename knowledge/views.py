@@ -11,15 +11,12 @@ from django.urls import reverse
 from django.views.decorators.http import require_GET, require_POST
 from django_htmx.http import HttpResponseClientRedirect
 
-from campaigns.models import Campaign, ContextSnapshot
+from campaigns.models import ContextSnapshot
+from campaigns.views import campaign_for_user
 
 from . import importer, retrieval
 from .forms import SourceForm, UploadForm
 from .models import Source
-
-
-def _get_campaign_for_user(request, pk):
-    return get_object_or_404(Campaign, pk=pk, owner=request.user)
 
 
 def _get_source_for_user(request, pk, source_pk):
@@ -50,7 +47,7 @@ def _page_context(campaign, **extra):
 @login_required
 @require_GET
 def knowledge_page(request, pk):
-    campaign = _get_campaign_for_user(request, pk)
+    campaign = campaign_for_user(request, pk)
     template = "knowledge/knowledge.html#sources" if request.htmx else "knowledge/knowledge.html"
     return render(request, template, _page_context(campaign))
 
@@ -58,7 +55,7 @@ def knowledge_page(request, pk):
 @login_required
 @require_POST
 def upload(request, pk):
-    campaign = _get_campaign_for_user(request, pk)
+    campaign = campaign_for_user(request, pk)
     form = UploadForm(request.POST)
     files = request.FILES.getlist("files")
     results = []
@@ -135,7 +132,7 @@ def source_delete(request, pk, source_pk):
 @require_POST
 def rebuild(request, pk):
     """Re-cut every source from its stored text and rebuild its vectors; the story is not touched."""
-    campaign = _get_campaign_for_user(request, pk)
+    campaign = campaign_for_user(request, pk)
     for source in Source.objects.filter(campaign=campaign):
         importer.recut_source(source)
         importer.embed_source(source)
@@ -146,7 +143,7 @@ def rebuild(request, pk):
 @login_required
 @require_GET
 def search(request, pk):
-    campaign = _get_campaign_for_user(request, pk)
+    campaign = campaign_for_user(request, pk)
     text = request.GET.get("q", "").strip()[:500]
     result = None
     if text:

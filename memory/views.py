@@ -11,7 +11,8 @@ from django.shortcuts import get_object_or_404, render
 from django.views.decorators.http import require_GET, require_POST
 
 from campaigns import lineage
-from campaigns.models import Campaign, Node
+from campaigns.models import Node
+from campaigns.views import campaign_for_user
 
 from . import bank
 from .models import Memory, MemoryRun
@@ -26,10 +27,6 @@ FLAGS = {
     "enable": {"enabled": True},
     "downgrade": {"authority": Memory.Authority.HEURISTIC},
 }
-
-
-def _get_campaign_for_user(request, pk):
-    return get_object_or_404(Campaign, pk=pk, owner=request.user)
 
 
 def panel_context(campaign, *, message="", error=""):
@@ -57,13 +54,13 @@ def render_panel(request, campaign, **extra):
 @login_required
 @require_GET
 def memory_panel(request, pk):
-    return render_panel(request, _get_campaign_for_user(request, pk))
+    return render_panel(request, campaign_for_user(request, pk))
 
 
 @login_required
 @require_POST
 def memory_add(request, pk):
-    campaign = _get_campaign_for_user(request, pk)
+    campaign = campaign_for_user(request, pk)
     try:
         bank.add_by_hand(campaign, request.POST.get("text", ""))
     except ValueError as error:
@@ -75,7 +72,7 @@ def memory_add(request, pk):
 @login_required
 @require_POST
 def memory_update(request, pk, memory_pk):
-    campaign = _get_campaign_for_user(request, pk)
+    campaign = campaign_for_user(request, pk)
     memory = get_object_or_404(Memory, pk=memory_pk, campaign=campaign)
     action = request.POST.get("action", "")
     try:

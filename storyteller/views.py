@@ -32,10 +32,6 @@ from . import bundle, llm, memories, postturn, signin
 STORY_WINDOW = 120
 
 
-def _get_campaign_for_user(request, pk):
-    return get_object_or_404(Campaign, pk=pk, owner=request.user)
-
-
 def play_body_context(campaign, error="", notice=""):
     """Return what ``campaigns/_play_body.html`` renders: the story window and its controls."""
     path = lineage.path_of(campaign)
@@ -95,7 +91,7 @@ def campaign_create(request):
 @login_required
 @require_http_methods(["GET", "POST"])
 def campaign_edit(request, pk):
-    campaign = _get_campaign_for_user(request, pk)
+    campaign = campaign_views.campaign_for_user(request, pk)
     form = EditCampaignForm(request.POST or None, instance=campaign)
     canon = CanonRuleFormSet(request.POST or None, instance=campaign, prefix="canon")
     if request.method == "POST" and form.is_valid() and canon.is_valid():
@@ -110,7 +106,7 @@ def campaign_edit(request, pk):
 @require_GET
 @never_cache  # Back must not show a stale story with its controls frozen mid-turn.
 def play(request, pk):
-    campaign = _get_campaign_for_user(request, pk)
+    campaign = campaign_views.campaign_for_user(request, pk)
     if request.htmx:
         return render(request, "campaigns/_play_body.html", play_body_context(campaign))
     context = play_body_context(campaign)
@@ -121,7 +117,7 @@ def play(request, pk):
 @login_required
 @require_POST
 def undo(request, pk):
-    campaign = _get_campaign_for_user(request, pk)
+    campaign = campaign_views.campaign_for_user(request, pk)
     with transaction.atomic():
         if story.undo(campaign):
             announce_story_changed(campaign, request)
@@ -131,7 +127,7 @@ def undo(request, pk):
 @login_required
 @require_POST
 def redo(request, pk):
-    campaign = _get_campaign_for_user(request, pk)
+    campaign = campaign_views.campaign_for_user(request, pk)
     with transaction.atomic():
         if story.redo(campaign):
             announce_story_changed(campaign, request)
@@ -141,7 +137,7 @@ def redo(request, pk):
 @login_required
 @require_POST
 def save_point(request, pk):
-    campaign = _get_campaign_for_user(request, pk)
+    campaign = campaign_views.campaign_for_user(request, pk)
     form = SavePointForm(request.POST)
     if not form.is_valid():
         return _play_body(request, campaign, error="Give the save point a name.")
@@ -152,7 +148,7 @@ def save_point(request, pk):
 @login_required
 @require_GET
 def branches(request, pk):
-    campaign = _get_campaign_for_user(request, pk)
+    campaign = campaign_views.campaign_for_user(request, pk)
     path = lineage.path_of(campaign)
     rows = []
     for branch in Branch.objects.filter(campaign=campaign).select_related("parent"):
@@ -173,7 +169,7 @@ def branches(request, pk):
 @login_required
 @require_POST
 def switch_branch(request, pk, branch_pk):
-    campaign = _get_campaign_for_user(request, pk)
+    campaign = campaign_views.campaign_for_user(request, pk)
     branch = get_object_or_404(Branch, pk=branch_pk, campaign=campaign)
     with transaction.atomic():
         story.switch_branch(campaign, branch)
@@ -184,7 +180,7 @@ def switch_branch(request, pk, branch_pk):
 @login_required
 @require_POST
 def restore_save_point(request, pk, save_point_pk):
-    campaign = _get_campaign_for_user(request, pk)
+    campaign = campaign_views.campaign_for_user(request, pk)
     point = get_object_or_404(SavePoint, pk=save_point_pk, campaign=campaign)
     with transaction.atomic():
         story.restore_save_point(point)
@@ -201,7 +197,7 @@ def _redirect_to_play(request, campaign):
 @login_required
 @require_GET
 def inspector(request, pk, node_pk):
-    campaign = _get_campaign_for_user(request, pk)
+    campaign = campaign_views.campaign_for_user(request, pk)
     node = get_object_or_404(Node.objects.select_related("snapshot"), pk=node_pk, campaign=campaign, role="narrator")
     report = node.snapshot.report
     return render(request, "storyteller/inspector.html", {
@@ -242,7 +238,7 @@ def test_connection(request):
 @login_required
 @require_POST
 def choose_model(request, pk):
-    campaign = _get_campaign_for_user(request, pk)
+    campaign = campaign_views.campaign_for_user(request, pk)
     campaign.narrator_model = request.POST.get("narrator_model", "").strip()[:200]
     campaign.save(update_fields=["narrator_model", "updated_at"])
     info = llm.describe_model(campaign.narrator_model or None)
@@ -252,7 +248,7 @@ def choose_model(request, pk):
 @login_required
 @require_GET
 def export_campaign(request, pk):
-    campaign = _get_campaign_for_user(request, pk)
+    campaign = campaign_views.campaign_for_user(request, pk)
     zipped = request.GET.get("zip") == "1"
     response = HttpResponse(bundle.dumps(campaign, zipped=zipped),
                             content_type="application/zip" if zipped else "application/json")
