@@ -34,9 +34,13 @@ def campaign_for_user(request, pk):
 def state_panel_context(campaign, *, message="", error=""):
     """Return what ``campaigns/_state_panel.html`` renders: the head's state and its recording status."""
     path = lineage.path_of(campaign)
-    now = state.state_at(path, campaign)
     head = path.nodes().filter(depth=campaign.head_depth).first()
+    # The run before the state: a run that reads "applied" committed its
+    # records in the same transaction, so a state read after it holds them.
+    # Read the other way round, a recording landing between the two reads
+    # showed "recorded" over the state from before it.
     run = RecorderRun.objects.filter(node=head).first() if head and head.role == Node.Role.NARRATOR else None
+    now = state.state_at(path, campaign)
     groups = []
     for title, kind in PANEL_GROUPS:
         rows = [_row(now, record) for record in now.of_kind(kind)]

@@ -1,6 +1,7 @@
 """The state panel, corrections over HTTP, a reply's state events and retrying a failed recording."""
 
 import pytest
+from django.db import connection
 from django.urls import reverse
 
 from campaigns.models import Node, RecorderRun, StateEvent
@@ -120,6 +121,28 @@ def test_a_pending_recording_polls_and_a_failed_one_offers_a_retry(client_of, ca
     assert 'data-recording="failed"' in page and "every 2s" not in page
     assert "The model server is not running." in page and 'data-action="retry-recording"' in page
 
+
+
+def test_a_recording_landing_while_the_panel_is_read_never_shows_recorded_over_the_old_state(client_of, campaign):
+    """The race behind an intermittent browser failure: the recorder committed between the panel's reads."""
+    act(campaign, "enter the tavern", "Mara waits by the fire.")
+    landed = []
+
+    def recorder_commits_now(execute, sql, params, many, context):
+        # Whichever of the panel's reads asks for the run first, the recording
+        # commits just before it: every order of the two reads is exercised.
+        if not landed and "recorderrun" in sql.lower():
+            landed.append(True)
+            record(campaign, ev("scene", "", "", "Rain on the windows."))
+        return execute(sql, params, many, context)
+
+    with connection.execute_wrapper(recorder_commits_now):
+        page = client_of.get(reverse("state_panel", args=[campaign.pk]), **HTMX).content.decode()
+    assert landed
+    if 'data-recording="applied"' in page:
+        assert "Rain on the windows." in page, "the panel said 'recorded' over the state from before the recording"
+    else:
+        assert 'data-recording="pending"' in page
 
 @pytest.mark.django_db(transaction=True)
 def test_retrying_a_failed_recording_runs_the_recorder_again(client_of, campaign, narrator_server):
