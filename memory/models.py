@@ -102,3 +102,67 @@ class MemoryRun(models.Model):
 
     def __str__(self):
         return f"memory run for node {self.node_id}: {self.status}"
+
+
+class Checkpoint(models.Model):
+    """A self-contained summary of the story from the opening through ``source_end``: a disposable cache.
+
+    It is anchored like a memory, ``(branch, depth)``, and eligible exactly on
+    the lines that contain that node (``Path.clause``). A summary the
+    summariser wrote sits on the node it covers through; one the person typed
+    sits where they typed it (the head) and covers what the summary they
+    replaced covered. ``source_hash`` is the application's fingerprint of the
+    covered path and the stable prefix, never the model's: a mismatch makes
+    the row unusable and the next turn rebuilds it (seed 001). Rows are never
+    deleted by the application; deleting them all changes no node, state or page.
+    """
+
+    class Origin(models.TextChoices):
+        SUMMARISER = "summariser", "Written by the summariser"
+        PERSON = "person", "Typed by the person"
+
+    campaign = models.ForeignKey(Campaign, on_delete=models.CASCADE, related_name="checkpoints")
+    branch = models.ForeignKey(Branch, on_delete=models.RESTRICT, related_name="+")
+    depth = models.PositiveIntegerField(help_text="The depth of the node it sits on (its anchor).")
+    source_start = models.PositiveIntegerField(default=0, help_text="First depth covered: always the opening.")
+    source_end = models.PositiveIntegerField(help_text="Last depth covered; later nodes stay verbatim.")
+
+    text = models.TextField()
+    tokens = models.PositiveIntegerField(default=0)
+    source_hash = models.CharField(max_length=64)
+    stable_prefix_hash = models.CharField(max_length=64)
+    schema_version = models.PositiveIntegerField()
+    prompt_version = models.PositiveIntegerField()
+    origin = models.CharField(max_length=12, choices=Origin.choices, default=Origin.SUMMARISER)
+    model = models.CharField(max_length=200, blank=True, help_text="The model that wrote it, if one did.")
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["campaign", "id"]
+        indexes = [models.Index(fields=["campaign", "branch", "depth"], name="checkpoint_anchor")]
+
+    def __str__(self):
+        return f"summary of depths {self.source_start}–{self.source_end} at ({self.branch_id}, {self.depth})"
+
+    @property
+    def typed_by_person(self):
+        return self.origin == self.Origin.PERSON
+
+
+class CheckpointRun(models.Model):
+    """What the checkpoint step of the post-turn worker did after one reply, failures included."""
+
+    class Status(models.TextChoices):
+        WRITTEN = "written", "Summary written"
+        NOT_NEEDED = "not_needed", "No compaction needed yet"
+        FAILED = "failed", "Failed"
+
+    node = models.OneToOneField(Node, on_delete=models.CASCADE, related_name="checkpoint_run")
+    campaign = models.ForeignKey(Campaign, on_delete=models.CASCADE, related_name="+")
+    status = models.CharField(max_length=12, choices=Status.choices)
+    error = models.TextField(blank=True)
+    attempts = models.PositiveIntegerField(default=1)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    def __str__(self):
+        return f"checkpoint run for node {self.node_id}: {self.status}"

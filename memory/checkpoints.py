@@ -1,0 +1,149 @@
+"""Checkpoints: the self-contained summary a prompt shows in place of the story's older passages.
+
+One mechanism serves seed 000 §9-§11 (lineage-safe summaries) and seed 001
+(context checkpoints). A checkpoint is eligible exactly when its anchor is on
+the active, head-capped path (``Path.clause``), and usable only while the
+application's fingerprint of what it covers still matches: the covered nodes
+(ids, places, inputs, replies) and the stable prefix the prompt was built
+with. Anything else — an edited node, a changed prefix, a bad range, an
+oversized or empty text, an older schema — makes it unusable, and the next
+turn that needs one writes a new one. Nothing here calls a model or reads the
+pipeline: the pipeline asks the summariser and passes the text to ``write``.
+"""
+
+import hashlib
+import json
+from dataclasses import dataclass
+
+from storyteller import tokens
+
+from .models import Checkpoint
+
+# Bump when what the hash covers changes: every older row becomes unusable and is rebuilt on need.
+SCHEMA_VERSION = 1
+# Bump when the way a summary is placed in the prompt changes (the summary is written for that placement).
+PROMPT_VERSION = 1
+# A summary longer than this is refused: it would crowd out the verbatim story it stands in for.
+MAX_SUMMARY_TOKENS = 1200
+
+
+@dataclass(frozen=True)
+class Rejected:
+    """An eligible checkpoint that cannot be used, and why, in words."""
+
+    checkpoint: Checkpoint
+    reason: str
+
+
+@dataclass(frozen=True)
+class Lookup:
+    """The checkpoint a prompt on a path should use (or None) and the eligible ones passed over."""
+
+    checkpoint: Checkpoint | None
+    rejected: tuple[Rejected, ...] = ()
+
+
+def eligible_checkpoint(path, stable_prefix_hash=None):
+    """Return the checkpoint a prompt on ``path`` should use, or None.
+
+    That is the eligible checkpoint covering the most of the path (the newest
+    among equals: a person's edit replaces what it edits) whose fingerprint
+    still matches. ``stable_prefix_hash`` is the hash of the prompt's current
+    stable prefix (``prefix_hash``); the builder passes it so a summary written
+    under another prefix is refused. Without it, only the covered story is
+    checked.
+    """
+    return look_up(path, stable_prefix_hash).checkpoint
+
+
+def look_up(path, stable_prefix_hash=None):
+    """Return the Lookup for ``path``: what ``eligible_checkpoint`` returns, and what it passed over and why."""
+    rejected = []
+    for checkpoint in eligible(path).order_by("-source_end", "-id"):
+        reason = problem(checkpoint, path, stable_prefix_hash)
+        if not reason:
+            return Lookup(checkpoint, tuple(rejected))
+        rejected.append(Rejected(checkpoint, reason))
+    return Lookup(None, tuple(rejected))
+
+
+def eligible(path):
+    """Return every checkpoint anchored on ``path`` (usable or not)."""
+    return Checkpoint.objects.filter(path.clause(), campaign_id=path.campaign_id)
+
+
+def problem(checkpoint, path, stable_prefix_hash=None):
+    """Return why ``checkpoint`` cannot be used on ``path``, or "" when it can."""
+    if checkpoint.schema_version != SCHEMA_VERSION or checkpoint.prompt_version != PROMPT_VERSION:
+        return (f"it was written for schema {checkpoint.schema_version}/prompt {checkpoint.prompt_version}, "
+                f"not {SCHEMA_VERSION}/{PROMPT_VERSION}")
+    if checkpoint.source_start != 0 or checkpoint.source_end > checkpoint.depth:
+        return f"its range {checkpoint.source_start}–{checkpoint.source_end} does not end at or before its anchor"
+    if not path.contains(checkpoint.branch_id, checkpoint.depth):
+        return "its anchor is not on this line"
+    if not checkpoint.text.strip() or checkpoint.tokens > MAX_SUMMARY_TOKENS \
+            or tokens.count(checkpoint.text) != checkpoint.tokens:
+        return f"its text is empty, altered or longer than {MAX_SUMMARY_TOKENS} tokens"
+    if stable_prefix_hash is not None and checkpoint.stable_prefix_hash != stable_prefix_hash:
+        return "the stable prefix (rules, profile, canon, standing knowledge) changed since it was written"
+    if source_hash(path, checkpoint.source_end, checkpoint.stable_prefix_hash) != checkpoint.source_hash:
+        return f"the story it covers (depths 0–{checkpoint.source_end}) no longer matches its source hash"
+    return ""
+
+
+def source_hash(path, end, stable_prefix_hash):
+    """Return the fingerprint of ``path`` from the opening through ``end`` under ``stable_prefix_hash``.
+
+    Covers the schema and prompt versions, the prefix hash, the campaign, and
+    every covered node in order: id, branch, depth, role, mode, text. A path
+    missing a depth in that range hashes differently from a whole one.
+    """
+    digest = hashlib.sha256()
+    digest.update(json.dumps([SCHEMA_VERSION, PROMPT_VERSION, stable_prefix_hash, path.campaign_id]).encode())
+    rows = path.capped(end).nodes().values_list("id", "branch_id", "depth", "role", "mode", "text")
+    for row in rows.iterator(chunk_size=500):
+        digest.update(b"\n")
+        digest.update(json.dumps(row, ensure_ascii=False).encode())
+    return digest.hexdigest()
+
+
+def prefix_hash(text):
+    """Return the hash of a prompt's stable prefix, as the builder renders it."""
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+def write(path, end, text, stable_prefix_hash, *, model="", anchor=None, origin=Checkpoint.Origin.SUMMARISER):
+    """Store the summary ``text`` of ``path`` through depth ``end``; return the new Checkpoint.
+
+    It sits on the node at ``end`` unless ``anchor`` (a ``(branch_id, depth)``
+    on ``path`` no shallower than ``end``) says otherwise: a person's summary
+    sits where they typed it. Raise ValueError, naming what to change, for
+    an empty or oversized text or a range the path does not hold.
+    """
+    text = text.strip()
+    count = tokens.count(text)
+    if not text:
+        raise ValueError("A summary needs some text; write what has happened in the story so far.")
+    if count > MAX_SUMMARY_TOKENS:
+        raise ValueError(f"The summary is {count:,} tokens; shorten it to at most {MAX_SUMMARY_TOKENS:,}.")
+    if not 0 <= end <= path.head_depth:
+        raise ValueError(f"A summary through depth {end} is past the end of this line (depth {path.head_depth}).")
+    if anchor is None:
+        anchor = (_branch_at(path, end), end)
+    if anchor[1] < end or not path.contains(*anchor):
+        raise ValueError("A summary must sit on this line at or after the last depth it covers.")
+    return Checkpoint.objects.create(
+        campaign_id=path.campaign_id, branch_id=anchor[0], depth=anchor[1], source_start=0, source_end=end,
+        text=text, tokens=count, source_hash=source_hash(path, end, stable_prefix_hash),
+        stable_prefix_hash=stable_prefix_hash, schema_version=SCHEMA_VERSION, prompt_version=PROMPT_VERSION,
+        origin=origin, model=model,
+    )
+
+
+def delete_all(campaign_id):
+    """Delete every checkpoint of the campaign (a cache: the next turn that needs one rebuilds it)."""
+    return Checkpoint.objects.filter(campaign_id=campaign_id).delete()[0]
+
+
+def _branch_at(path, depth):
+    return next((s.branch_id for s in path.segments if s.contains(depth)), None)
