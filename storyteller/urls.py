@@ -28,6 +28,7 @@ urlpatterns = [
     path("campaigns/<int:pk>/knowledge/", include("knowledge.urls")),
     path("campaigns/<int:pk>/state/", include("campaigns.urls")),
     path("campaigns/<int:pk>/memory/", include("memory.urls")),
+    path("campaigns/<int:pk>/long-run/", include("storyteller.diagnostics.urls")),
     path("campaigns/<int:pk>/memory/rebuild/", views.rebuild_memory_vectors, name="memory_rebuild"),
     path("campaigns/<int:pk>/replies/<int:node_pk>/record/", views.retry_recording, name="retry_recording"),
     path("settings/models/", views.model_settings, name="model_settings"),

@@ -1,0 +1,139 @@
+"""The long-run harness (seed 004 §C.5): played through the real turn path against the real fake model server."""
+
+import json
+
+import pytest
+from django.core.management import CommandError, call_command
+from django.urls import reverse
+
+from campaigns import lineage
+from campaigns.models import Campaign, Node
+from storyteller.diagnostics import long_run
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+@pytest.fixture
+def runs(settings, tmp_path):
+    """Keep the runs' files in the test's own folder."""
+    settings.DATA_DIR = tmp_path
+    return tmp_path / "long_runs"
+
+
+def the_run():
+    [path] = long_run.runs_dir().glob("campaign-*.json")
+    return json.loads(path.read_text(encoding="utf-8"))
+
+
+def player_depths(campaign_id):
+    campaign = Campaign.objects.get(pk=campaign_id)
+    return list(lineage.path_of(campaign).nodes().filter(role=Node.Role.PLAYER).values_list("depth", "text"))
+
+
+def test_a_stopped_run_resumes_from_its_last_committed_turn_without_playing_a_turn_twice(owner, narrator_server, runs):
+    call_command("long_run", turns=8, owner="reader", stop_after=3)
+    stopped = the_run()
+    assert stopped["status"] == "stopped" and [e["turn"] for e in stopped["timeline"]] == [1, 2, 3]
+    call_command("long_run", resume=True, stop_after=2)
+    call_command("long_run", resume=True, campaign=stopped["campaign"])
+    run = the_run()
+    assert run["status"] == "complete" and run["process_starts"] == 3 and run["verdict"] is None
+    assert [e["turn"] for e in run["timeline"]] == list(range(1, 9))
+    played = player_depths(run["campaign"])
+    assert [depth for depth, _ in played] == [1, 3, 5, 7, 9, 11, 13, 15]
+    assert [text for _, text in played] == [e["action"] for e in run["timeline"]]
+    assert Node.objects.filter(campaign_id=run["campaign"]).count() == 17  # the opening and 8 turns, once each
+
+
+def test_a_turn_committed_by_a_process_that_died_before_writing_it_down_is_read_back_not_replayed(
+        owner, narrator_server, runs):
+    call_command("long_run", turns=6, owner="reader", stop_after=4)
+    run = the_run()
+    # The process died after turn 4's commit, before its entry reached the file.
+    run["timeline"] = run["timeline"][:3]
+    long_run.report_path(run["campaign"]).write_text(json.dumps(run), encoding="utf-8")
+    call_command("long_run", resume=True)
+    run = the_run()
+    assert [e["turn"] for e in run["timeline"]] == [1, 2, 3, 4, 5, 6]
+    assert run["timeline"][3]["seconds"] is None and run["timeline"][3]["node"]
+    assert len(player_depths(run["campaign"])) == 6
+
+
+def test_a_model_server_failure_stops_the_run_clearly_and_resume_finishes_it(owner, narrator_server, runs):
+    call_command("long_run", turns=5, owner="reader", stop_after=2)
+    narrator_server.fail_mid_stream(after_chunks=1, persistent=True)
+    with pytest.raises(CommandError, match="Turn 3 failed: .* keeps its 2 committed turns; .*--resume"):
+        call_command("long_run", resume=True)
+    run = the_run()
+    assert run["status"] == "interrupted" and len(run["timeline"]) == 2
+    assert len(player_depths(run["campaign"])) == 2  # the failed turn left nothing behind
+    narrator_server.clear_failures()
+    call_command("long_run", resume=True)
+    assert [e["turn"] for e in the_run()["timeline"]] == [1, 2, 3, 4, 5]
+
+
+def test_a_campaign_played_outside_the_harness_is_not_resumed(owner, narrator_server, runs):
+    from tests.campaigns.test_lineage import act
+
+    call_command("long_run", turns=6, owner="reader", stop_after=2)
+    act(Campaign.objects.get(pk=the_run()["campaign"]), "I wander off the script.")
+    with pytest.raises(CommandError, match="played outside the harness"):
+        call_command("long_run", resume=True)
+
+
+def test_resume_names_what_is_missing(owner, runs):
+    with pytest.raises(CommandError, match="No unfinished long run"):
+        call_command("long_run", resume=True)
+    with pytest.raises(CommandError, match="Campaign 999 has no long run"):
+        call_command("long_run", resume=True, campaign=999)
+
+
+def test_the_verdict_is_the_first_precondition_that_fails_or_is_unknown_then_the_stage():
+    holds = {name: True for name in long_run.PRECONDITIONS}
+    assert long_run.verdict(holds, "injected") == "recovered_through_memory_independent"
+    assert long_run.verdict(holds, "created_but_evicted") == "not_recovered:evicted"
+    assert long_run.verdict(holds, "not_created") == "not_recovered:not_created"
+    assert long_run.verdict(holds, "ranked_but_not_selected") == "not_recovered:not_injected"
+    failing = holds | {"absent_from_summary": False, "absent_from_later_narration": False}
+    assert long_run.verdict(failing, "injected") == "precondition_failed:absent_from_summary"
+    unknown = holds | {"planted_turn_outside_history": None, "absent_from_state": False}
+    assert long_run.verdict(unknown, "injected") == "precondition_unknown:planted_turn_outside_history"
+
+
+def test_the_chart_draws_kept_and_forgotten_memories_against_capacity():
+    def entry(turn, active, forgotten, evicted):
+        return {"turn": turn, "bank": {"active": active, "forgotten": forgotten, "evicted": evicted}}
+
+    run = {"settings": {"memory_bank_capacity": 4},
+           "timeline": [entry(1, 2, 0, 0), entry(2, 4, 0, 0), entry(3, 4, 2, 2), entry(4, 3, 3, 1)]}
+    chart = long_run.chart(run, width=400, height=100)
+    assert chart["top"] == 6  # kept plus forgotten passes the capacity
+    assert chart["kept"] == "0,100 100.0,66.7 200.0,33.3 300.0,33.3 400.0,50.0"
+    assert chart["forgotten"].endswith("300.0,66.7 400.0,50.0")
+    assert chart["evictions"] == [{"x": 300.0, "turn": 3, "count": 2}, {"x": 400.0, "turn": 4, "count": 1}]
+    assert chart["capacity_y"] == 33.3
+
+
+def test_the_report_page_is_the_owners_escaped_and_404_for_anyone_else(client, owner, outsider, narrator_server,
+                                                                        runs):
+    call_command("long_run", turns=4, owner="reader", stop_after=2)
+    run = the_run()
+    run["timeline"][0]["action"] = "<script>alert(1)</script>"
+    long_run.report_path(run["campaign"]).write_text(json.dumps(run), encoding="utf-8")
+    url = reverse("long_run_report", args=[run["campaign"]])
+
+    assert client.get(url).status_code == 302  # signed out: to the sign-in page
+    client.force_login(outsider)
+    assert client.get(url).status_code == 404
+    client.force_login(owner)
+    page = client.get(url)
+    assert page.status_code == 200
+    html = page.content.decode()
+    assert "&lt;script&gt;alert(1)&lt;/script&gt;" in html and "<script>alert(1)" not in html
+    assert 'id="bank-chart"' in html and "<polyline" in html and 'id="turn-2"' in html
+    assert client.post(url).status_code == 405
+
+
+def test_a_campaign_without_a_run_has_no_report(client, owner, campaign, runs):
+    client.force_login(owner)
+    assert client.get(reverse("long_run_report", args=[campaign.pk])).status_code == 404
