@@ -27,6 +27,7 @@ from memory import bank as memory_bank
 from memory import views as memory_views
 
 from . import bundle, llm, memories, postturn, signin
+from .diagnostics import long_run
 
 # The play page shows the newest part of the lineage; the rest is a link away.
 STORY_WINDOW = 120
@@ -111,6 +112,7 @@ def play(request, pk):
         return render(request, "campaigns/_play_body.html", play_body_context(campaign))
     context = play_body_context(campaign)
     context["narrator"] = llm.narrator_for(campaign.narrator_model or None)
+    context["long_run"] = long_run.has_run(campaign.pk)
     return render(request, "campaigns/play.html", context)
 
 

@@ -93,6 +93,11 @@ def report_path(campaign_id):
     return runs_dir() / f"campaign-{int(campaign_id)}.json"
 
 
+def has_run(campaign_id):
+    """Return whether campaign ``campaign_id`` has a long run to report."""
+    return report_path(campaign_id).exists()
+
+
 def load(campaign_id):
     """Return the run of campaign ``campaign_id`` as written, or None if it has none."""
     try:

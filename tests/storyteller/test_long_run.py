@@ -132,8 +132,11 @@ def test_the_report_page_is_the_owners_escaped_and_404_for_anyone_else(client, o
     assert "&lt;script&gt;alert(1)&lt;/script&gt;" in html and "<script>alert(1)" not in html
     assert 'id="bank-chart"' in html and "<polyline" in html and 'id="turn-2"' in html
     assert client.post(url).status_code == 405
+    assert f'href="{url}"' in client.get(reverse("play", args=[run["campaign"]])).content.decode()
 
 
-def test_a_campaign_without_a_run_has_no_report(client, owner, campaign, runs):
+def test_a_campaign_without_a_run_has_no_report_and_no_link_to_one(client, owner, campaign, runs):
     client.force_login(owner)
-    assert client.get(reverse("long_run_report", args=[campaign.pk])).status_code == 404
+    url = reverse("long_run_report", args=[campaign.pk])
+    assert client.get(url).status_code == 404
+    assert url not in client.get(reverse("play", args=[campaign.pk])).content.decode()
