@@ -175,7 +175,7 @@ def _measure_commit(campaign, turns, repeat):
 def _measure_relay(campaign, turns):
     from asgiref.sync import async_to_sync
 
-    from tests.fake_ollama import FakeModelServer
+    from storyteller.llm.fake_server import FakeModelServer
 
     with FakeModelServer() as server:
         overrides = {

@@ -1,0 +1,480 @@
+"""
+A real HTTP fake of Ollama and OpenAI-compatible model servers.
+
+It listens on 127.0.0.1 (a random free port unless told otherwise) in a
+background thread and speaks enough of both APIs to drive every client:
+
+    Ollama   GET /api/version, GET /api/tags, POST /api/show, POST /api/chat,
+             POST /api/embed
+    OpenAI   GET /v1/models, POST /v1/chat/completions, POST /v1/embeddings
+
+Replies come from a script: `server.script(...)` for narration and
+`server.script_json(...)` for requests that carry a JSON schema (the recorder's
+structured calls), kept apart so background work after a turn never takes the
+next turn's scripted reply. When a script runs out the server answers
+DEFAULT_REPLY, or for a request with a schema the smallest JSON that matches
+it, so an end-to-end test never hangs. Failures
+(`fail_mid_stream`, `not_found`, `stall`, `omit_done`) are one-shot unless
+`persistent=True` (then until `clear_failures()`); `refuse()` lasts until `resume()`; `chunk_delay()` lasts
+until changed. Chunks count as tokens: `num_predict` / `max_tokens` cut the
+reply short with done_reason "length", and prompt_eval_count is the number of
+whitespace-separated words in the messages.
+
+Every request is recorded in `server.requests`, every streamed chunk with its
+`time.perf_counter()` write time in `server.chunks`, and every stream the
+client closed before its end in `server.cancelled`. Embeddings are
+`storyteller.llm.scripted.vector_for(text)`, so tests can predict them.
+
+It lives in the app, not under tests/, because shipped commands run it too
+(the bench's relay figures). Tests use the `fake_ollama` fixture
+(tests/fake_ollama.py); people use the CLI:
+
+    python -m tests.fake_ollama --port 11500 [--reply-file story.txt]
+"""
+
+import hashlib
+import json
+import re
+import select
+import socket
+import threading
+import time
+from collections import deque
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+from .scripted import vector_for
+
+DEFAULT_REPLY = "The story continues."
+DEFAULT_MODELS = ("qwen2.5:3b-instruct", "nomic-embed-text")
+
+
+@dataclass(frozen=True)
+class Request:
+    method: str
+    path: str
+    body: dict | None
+    headers: dict[str, str]
+
+
+@dataclass(frozen=True)
+class WrittenChunk:
+    text: str
+    at: float  # time.perf_counter() just after the chunk left the server
+
+
+@dataclass
+class _Failure:
+    persistent: bool
+    model: str | None = None  # not_found: only this model, or every model when None
+    after_chunks: int = 0  # fail_mid_stream
+    message: str = ""  # fail_mid_stream
+    seconds: float = 0.0  # stall
+
+
+@dataclass
+class _Reply:
+    chunks: list[str]
+    done_reason: str = "stop"
+
+    @property
+    def text(self) -> str:
+        return "".join(self.chunks)
+
+
+@dataclass
+class FakeModelServer:
+    port: int = 0
+    default_reply: str = DEFAULT_REPLY
+    models: list[str] = field(default_factory=lambda: list(DEFAULT_MODELS))
+    architecture: str = "qwen2"
+    context_length: int = 32768
+    requests: list[Request] = field(default_factory=list, repr=False)
+    chunks: list[WrittenChunk] = field(default_factory=list, repr=False)
+    cancelled: int = 0
+
+    def __post_init__(self):
+        self._replies = deque()
+        self._json_replies = deque()
+        self._failures: dict[str, _Failure] = {}
+        self._delay = 0.0
+        self._lock = threading.Lock()
+        self._stopping = threading.Event()
+        self._httpd = None
+        self._thread = None
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    def start(self) -> "FakeModelServer":
+        self._listen()
+        return self
+
+    def stop(self):
+        self._stopping.set()  # wakes stalled handlers
+        self._close()
+
+    def __enter__(self):
+        return self.start()
+
+    def __exit__(self, *exc_info):
+        self.stop()
+
+    def script(self, *replies: str | list[str] | dict):
+        """
+        Queue replies for the next chat requests, in order.
+
+        A string is streamed split into words that keep their leading spaces,
+        a list is streamed chunk by chunk as given, a dict is sent as JSON.
+        """
+        with self._lock:
+            self._replies.extend(replies)
+
+    def script_json(self, *replies: str | dict):
+        """Queue replies for the next requests that carry a JSON schema; a dict is sent as JSON, a string as is."""
+        with self._lock:
+            self._json_replies.extend(replies)
+
+    def fail_mid_stream(self, after_chunks: int = 1, message: str = "model runner crashed", *, persistent=False):
+        """Answer 200, stream `after_chunks` chunks, then send an error line instead of the rest."""
+        self._set("fail_mid_stream", _Failure(persistent, after_chunks=after_chunks, message=message))
+
+    def not_found(self, model: str | None = None, *, persistent=False):
+        """Answer 404 "model not found" for `model` (or any model) as Ollama does."""
+        self._set("not_found", _Failure(persistent, model=model))
+
+    def stall(self, seconds: float, *, persistent=False):
+        """Accept the next request, then send nothing for `seconds`."""
+        self._set("stall", _Failure(persistent, seconds=seconds))
+
+    def omit_done(self, *, persistent=False):
+        """End the next OpenAI stream without its "data: [DONE]" line, as some servers do."""
+        self._set("omit_done", _Failure(persistent))
+
+    def clear_failures(self):
+        """Forget every scripted failure, persistent ones included."""
+        with self._lock:
+            self._failures.clear()
+
+    def chunk_delay(self, seconds: float):
+        """Wait `seconds` before each streamed chunk after the first, until changed."""
+        self._delay = seconds
+
+    def refuse(self):
+        """Stop listening so connections are refused, until resume()."""
+        self._close()
+
+    def resume(self):
+        """Listen again on the same port."""
+        self._listen()
+
+    def bodies(self, path: str) -> list[dict | None]:
+        """Return the JSON bodies of the requests made to `path`, in order."""
+        return [request.body for request in self.requests if request.path == path]
+
+    def _listen(self):
+        self._httpd = _HTTPServer(("127.0.0.1", self.port), _Handler)
+        self._httpd.fake = self
+        self.port = self._httpd.server_address[1]
+        # A short poll keeps stop() and refuse() quick: shutdown() waits a poll.
+        self._thread = threading.Thread(
+            target=self._httpd.serve_forever, args=(0.01,), name=f"fake-ollama-{self.port}", daemon=True
+        )
+        self._thread.start()
+
+    def _close(self):
+        if self._httpd is not None:
+            self._httpd.shutdown()
+            self._httpd.server_close()
+            self._thread.join()
+            self._httpd = None
+
+    def _set(self, kind: str, failure: _Failure):
+        with self._lock:
+            self._failures[kind] = failure
+
+    def _take(self, kind: str, model: str | None = None) -> _Failure | None:
+        with self._lock:
+            failure = self._failures.get(kind)
+            if failure is None or (failure.model is not None and failure.model != model):
+                return None
+            if not failure.persistent:
+                del self._failures[kind]
+            return failure
+
+    def _next_reply(self, schema: dict | None, limit: int | None) -> _Reply:
+        with self._lock:
+            queue = self._json_replies if schema is not None else self._replies
+            scripted = queue.popleft() if queue else None
+        if scripted is None:
+            scripted = json.dumps(example_for(schema)) if schema else self.default_reply
+        if isinstance(scripted, dict):
+            scripted = json.dumps(scripted)
+        chunks = list(scripted) if isinstance(scripted, list) else re.findall(r"\s*\S+|\s+", scripted)
+        if limit is not None and 0 <= limit < len(chunks):
+            return _Reply(chunks[:limit], done_reason="length")
+        return _Reply(chunks)
+
+    def _record(self, request: Request):
+        with self._lock:
+            self.requests.append(request)
+
+    def _record_chunk(self, text: str):
+        with self._lock:
+            self.chunks.append(WrittenChunk(text, time.perf_counter()))
+
+    def _record_cancel(self):
+        with self._lock:
+            self.cancelled += 1
+
+
+def example_for(schema: dict):
+    """Return the smallest value that matches the JSON `schema` (enough for the schemas we send)."""
+    if "const" in schema:
+        return schema["const"]
+    if "enum" in schema:
+        return schema["enum"][0]
+    for key in ("anyOf", "oneOf"):
+        if key in schema:
+            return example_for(schema[key][0])
+    kind = schema.get("type", "object")
+    if isinstance(kind, list):
+        kind = next((k for k in kind if k != "null"), "null")
+    if kind == "object":
+        return {name: example_for(sub) for name, sub in schema.get("properties", {}).items()}
+    if kind == "array":
+        return [example_for(schema.get("items", {})) for _ in range(schema.get("minItems", 0))]
+    return {"string": "", "integer": 0, "number": 0, "boolean": False, "null": None}[kind]
+
+
+def _prompt_tokens(messages: list[dict]) -> int:
+    return sum(len(str(message.get("content") or "").split()) for message in messages)
+
+
+class _HTTPServer(ThreadingHTTPServer):
+    daemon_threads = True
+    fake: FakeModelServer
+
+    def handle_error(self, request, client_address):
+        pass  # a client that hung up mid-reply is an expected part of the tests
+
+
+class _Handler(BaseHTTPRequestHandler):
+    # HTTP/1.1 with chunked streams, as Ollama and llama.cpp answer.
+    protocol_version = "HTTP/1.1"
+    server: _HTTPServer
+
+    def log_message(self, format, *args):
+        pass
+
+    def do_GET(self):
+        self._handle()
+
+    def do_POST(self):
+        self._handle()
+
+    def _handle(self):
+        fake = self.server.fake
+        length = int(self.headers.get("Content-Length") or 0)
+        raw = self.rfile.read(length) if length else b""
+        body = json.loads(raw) if raw else None
+        fake._record(Request(self.command, self.path, body, {k.lower(): v for k, v in self.headers.items()}))
+        stall = fake._take("stall")
+        if stall and fake._stopping.wait(stall.seconds):
+            return
+        route = _ROUTES.get((self.command, self.path))
+        if route is None:
+            self._send_json(404, {"error": "404 page not found"})
+            return
+        model = (body or {}).get("model")
+        if model is not None and fake._take("not_found", model):
+            message = f'model "{model}" not found, try pulling it first'
+            error = {"message": message, "type": "api_error"} if self.path.startswith("/v1/") else message
+            self._send_json(404, {"error": error})
+            return
+        try:
+            route(self, fake, body or {})
+        except ConnectionError:
+            self.close_connection = True
+
+    def _api_version(self, fake, body):
+        self._send_json(200, {"version": "0.12.0"})
+
+    def _api_tags(self, fake, body):
+        models = [
+            {"name": name, "model": name, "size": 0, "digest": hashlib.sha256(name.encode()).hexdigest()}
+            for name in fake.models
+        ]
+        self._send_json(200, {"models": models})
+
+    def _api_show(self, fake, body):
+        info = {"general.architecture": fake.architecture, f"{fake.architecture}.context_length": fake.context_length}
+        self._send_json(200, {"details": {"family": fake.architecture}, "model_info": info})
+
+    def _api_embed(self, fake, body):
+        texts = body.get("input", [])
+        texts = [texts] if isinstance(texts, str) else texts
+        self._send_json(200, {"model": body.get("model"), "embeddings": [vector_for(text) for text in texts]})
+
+    def _v1_embeddings(self, fake, body):
+        texts = body.get("input", [])
+        texts = [texts] if isinstance(texts, str) else texts
+        data = [{"object": "embedding", "index": i, "embedding": vector_for(text)} for i, text in enumerate(texts)]
+        self._send_json(200, {"object": "list", "model": body.get("model"), "data": data})
+
+    def _v1_models(self, fake, body):
+        data = [{"id": name, "object": "model", "created": 0, "owned_by": "library"} for name in fake.models]
+        self._send_json(200, {"object": "list", "data": data})
+
+    def _api_chat(self, fake, body):
+        options = body.get("options") or {}
+        schema = body.get("format") if isinstance(body.get("format"), dict) else None
+        reply = fake._next_reply(schema, options.get("num_predict"))
+        prompt_tokens = _prompt_tokens(body.get("messages", []))
+        final = {
+            "model": body.get("model"),
+            "created_at": _now(),
+            "done": True,
+            "done_reason": reply.done_reason,
+            "total_duration": 1000,
+            "prompt_eval_count": prompt_tokens,
+            "eval_count": len(reply.chunks),
+        }
+        if not body.get("stream", True):
+            self._send_json(200, final | {"message": {"role": "assistant", "content": reply.text}})
+            return
+
+        def line(text):
+            message = {"role": "assistant", "content": text}
+            part = {"model": body.get("model"), "created_at": _now(), "message": message, "done": False}
+            return json.dumps(part) + "\n"
+
+        self._stream(
+            "application/x-ndjson",
+            [(text, line(text)) for text in reply.chunks],
+            closing=[json.dumps(final | {"message": {"role": "assistant", "content": ""}}) + "\n"],
+            error=lambda message: json.dumps({"error": message}) + "\n",
+        )
+
+    def _v1_chat_completions(self, fake, body):
+        schema = _schema_of(body.get("response_format"))
+        reply = fake._next_reply(schema, body.get("max_tokens"))
+        prompt_tokens = _prompt_tokens(body.get("messages", []))
+        usage = {
+            "prompt_tokens": prompt_tokens,
+            "completion_tokens": len(reply.chunks),
+            "total_tokens": prompt_tokens + len(reply.chunks),
+        }
+        head = {"id": "chatcmpl-fake", "created": int(time.time()), "model": body.get("model")}
+        if not body.get("stream"):
+            message = {"role": "assistant", "content": reply.text}
+            choice = {"index": 0, "message": message, "finish_reason": reply.done_reason}
+            self._send_json(200, head | {"object": "chat.completion", "choices": [choice], "usage": usage})
+            return
+
+        def sse(payload):
+            return f"data: {json.dumps(payload)}\n\n"
+
+        def event(delta, finish_reason=None):
+            choice = {"index": 0, "delta": delta, "finish_reason": finish_reason}
+            return sse(head | {"object": "chat.completion.chunk", "choices": [choice]})
+
+        # llama.cpp and vLLM open with a role-only delta whose content is null.
+        opening = [("", event({"role": "assistant", "content": None}))]
+        closing = [event({}, reply.done_reason)]
+        if (body.get("stream_options") or {}).get("include_usage"):
+            closing.append(sse(head | {"object": "chat.completion.chunk", "choices": [], "usage": usage}))
+        if not fake._take("omit_done"):
+            closing.append("data: [DONE]\n\n")
+        self._stream(
+            "text/event-stream",
+            opening + [(text, event({"content": text})) for text in reply.chunks],
+            closing=closing,
+            error=lambda message: sse({"error": {"message": message, "type": "server_error"}}),
+        )
+
+    def _stream(self, content_type: str, parts: list[tuple[str, str]], *, closing: list[str], error):
+        """Write `parts` (text, wire line) as a chunked stream, noticing a client that hangs up."""
+        fake = self.server.fake
+        failure = fake._take("fail_mid_stream")
+        self.send_response(200)
+        self.send_header("Content-Type", content_type)
+        self.send_header("Transfer-Encoding", "chunked")
+        self.end_headers()
+        try:
+            written = 0
+            for index, (text, wire) in enumerate(parts):
+                if failure and text and written == failure.after_chunks:
+                    break
+                if index and fake._delay and fake._stopping.wait(fake._delay):
+                    return
+                if self._peer_closed():
+                    fake._record_cancel()
+                    self.close_connection = True
+                    return
+                self._write_chunk(wire)
+                if text:
+                    written += 1
+                    fake._record_chunk(text)
+            if failure:
+                self._write_chunk(error(failure.message))
+            else:
+                if self._peer_closed():
+                    fake._record_cancel()
+                    self.close_connection = True
+                    return
+                for wire in closing:
+                    self._write_chunk(wire)
+            self.wfile.write(b"0\r\n\r\n")
+        except ConnectionError:
+            fake._record_cancel()
+            self.close_connection = True
+
+    def _write_chunk(self, text: str):
+        data = text.encode()
+        self.wfile.write(b"%x\r\n%s\r\n" % (len(data), data))
+
+    def _peer_closed(self) -> bool:
+        # A client that closed its end makes the socket readable with EOF.
+        readable, _, _ = select.select([self.connection], [], [], 0)
+        if not readable:
+            return False
+        try:
+            return self.connection.recv(1, socket.MSG_PEEK) == b""
+        except ConnectionError:
+            return True
+
+    def _send_json(self, status: int, payload: dict):
+        data = json.dumps(payload).encode()
+        self.send_response(status)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
+
+_ROUTES = {
+    ("GET", "/api/version"): _Handler._api_version,
+    ("GET", "/api/tags"): _Handler._api_tags,
+    ("POST", "/api/show"): _Handler._api_show,
+    ("POST", "/api/chat"): _Handler._api_chat,
+    ("POST", "/api/embed"): _Handler._api_embed,
+    ("GET", "/v1/models"): _Handler._v1_models,
+    ("POST", "/v1/chat/completions"): _Handler._v1_chat_completions,
+    ("POST", "/v1/embeddings"): _Handler._v1_embeddings,
+}
+
+
+def _schema_of(response_format: dict | None) -> dict | None:
+    if not response_format:
+        return None
+    if response_format.get("type") == "json_schema":
+        return response_format.get("json_schema", {}).get("schema") or {}
+    if response_format.get("type") == "json_object":
+        return response_format.get("schema") or {}
+    return None
+
+
+def _now() -> str:
+    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
