@@ -126,14 +126,18 @@ def record_use(memory_ids, at=None):
 
 def evict(campaign_id, capacity=eviction.MEMORY_BANK_CAPACITY, *, frozen=()):
     """Mark forgotten what is over ``capacity`` across the whole campaign (never deleted); return the ids."""
-    rows = Memory.objects.filter(campaign_id=campaign_id, forgotten=False).values_list(
-        "id", "source_start", "source_end", "pinned", "last_used_at", "created_at", "use_count")
-    entries = [eviction.Entry(pk, start, end, pinned, (used or created).timestamp(), uses)
-               for pk, start, end, pinned, used, created, uses in rows]
-    ids = eviction.to_evict(entries, capacity, frozen=frozen)
+    ids = eviction.to_evict(eviction_entries(campaign_id), capacity, frozen=frozen)
     if ids:
         Memory.objects.filter(pk__in=ids).update(forgotten=True)
     return ids
+
+
+def eviction_entries(campaign_id):
+    """Return the campaign's unforgotten memories as eviction Entries: what eviction orders."""
+    rows = Memory.objects.filter(campaign_id=campaign_id, forgotten=False).values_list(
+        "id", "source_start", "source_end", "pinned", "last_used_at", "created_at", "use_count")
+    return [eviction.Entry(pk, start, end, pinned, (used or created).timestamp(), uses)
+            for pk, start, end, pinned, used, created, uses in rows]
 
 
 def record_run(node, *, status, written=0, evicted=0, embedded=0, embedding_note="", error=""):

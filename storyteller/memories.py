@@ -141,8 +141,7 @@ def _prepare(node_id):
                      .values_list("depth", "branch_id", "role", "mode", "text"))
         for start, end in due:
             rows = [row for row in nodes if start <= row[0] <= end]
-            texts = [layers.render_action(mode, text) if role == Node.Role.PLAYER else text
-                     for _, _, role, mode, text in rows]
+            texts = block_texts(rows)
             brief = _cast_brief(campaign, path.capped(end), "\n".join(texts))
             messages = [
                 {"role": "system", "content": RULES},
@@ -152,6 +151,17 @@ def _prepare(node_id):
     options = llm.ChatOptions(num_predict=MAX_TOKENS, num_ctx=campaign.context_token_budget, temperature=0.0)
     narrator = llm.narrator_for(campaign.narrator_model or None)
     return _Job(node, campaign, found, narrator, options)
+
+
+def block_texts(rows):
+    """Return a block's texts as the summariser reads them, from rows of (depth, branch, role, mode, text)."""
+    return [layers.render_action(mode, text) if role == Node.Role.PLAYER else text for _, _, role, mode, text in rows]
+
+
+def read_block(path, start, end):
+    """Return the texts of depths ``start``..``end`` on ``path``, as the summariser reads them."""
+    return block_texts(path.nodes().filter(depth__gte=start, depth__lte=end)
+                       .values_list("depth", "branch_id", "role", "mode", "text"))
 
 
 def _cast_brief(campaign, path, text):
@@ -171,7 +181,7 @@ def _store(campaign_id, written):
     with transaction.atomic():
         rows = bank.write(campaign_id, written)
         new_ids = [row.pk for row in rows]
-        evicted = bank.evict(campaign_id, _capacity(), frozen=new_ids)
+        evicted = bank.evict(campaign_id, capacity(), frozen=new_ids)
     return new_ids, evicted
 
 
@@ -194,7 +204,8 @@ def _describe(error, model, block):
     return f"Writing the memory of {where} failed ({type(error).__name__}: {error}); nothing was kept."
 
 
-def _capacity():
+def capacity():
+    """Return how many unforgotten memories a campaign keeps (``memory_bank_capacity``)."""
     return getattr(settings, "STORYTELLER_MEMORY_BANK_CAPACITY", bank.eviction.MEMORY_BANK_CAPACITY)
 
 

@@ -171,6 +171,8 @@ STORYTELLER_RECORDER_TIMEOUT = _env_seconds("STORYTELLER_RECORDER_TIMEOUT", 120.
 # unforgotten memories a campaign keeps (seed 000 §21: 80).
 STORYTELLER_MEMORY_TIMEOUT = _env_seconds("STORYTELLER_MEMORY_TIMEOUT", 120.0)
 STORYTELLER_MEMORY_BANK_CAPACITY = _env_count("STORYTELLER_MEMORY_BANK_CAPACITY", 80)
+# How many memories one turn may use, pins included (seed 000 §20: 5).
+STORYTELLER_MEMORY_TOP_K = _env_count("STORYTELLER_MEMORY_TOP_K", 5)
 
 LOGGING = {
     "version": 1,

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 
 import numpy as np
 from asgiref.sync import async_to_sync
+from django.conf import settings
 from django.db import connection
 from django.db.models import Count, Max
 
@@ -99,8 +100,19 @@ def embed_query(campaign, path, query):
                  tuple(next(vectors)) if query.context else None, model, "")
 
 
-def section(campaign, path, query, *, top_k=ranking.MEMORY_TOP_K):
-    """Return (Section or None, report) for the memories this turn uses."""
+def memory_top_k():
+    """Return how many memories a turn may use, pins included (``memory_top_k``)."""
+    return getattr(settings, "STORYTELLER_MEMORY_TOP_K", ranking.MEMORY_TOP_K)
+
+
+def candidate(pk, authority, pinned, text):
+    """Return the ranking Candidate of one memory, its words read as retrieval reads them."""
+    return ranking.Candidate(pk, authority, bool(pinned), *_words_of(text))
+
+
+def section(campaign, path, query, *, top_k=None):
+    """Return (Section or None, report) for the memories this turn uses (``top_k`` of them, pins first)."""
+    top_k = top_k or memory_top_k()
     candidates = _eligible(campaign.pk, path)
     report = {
         "query": {"input": query.input, "context": query.context, "input_terms": list(query.input_terms)},
@@ -165,8 +177,7 @@ def _eligible(campaign_id, path):
         missing = [pk for pk, revision, _, _ in rows if _words.get(pk, (None,))[0] != revision]
     for start in range(0, len(missing), WORDS_BATCH):
         texts = Memory.objects.filter(pk__in=missing[start:start + WORDS_BATCH]).values_list("id", "revision", "text")
-        found = {pk: (revision, ranking.fold_terms(retrieval.meaningful_terms(text)), ranking.names_in(text))
-                 for pk, revision, text in texts}
+        found = {pk: (revision, *_words_of(text)) for pk, revision, text in texts}
         with _cache_lock:
             _words.update(found)
     with _cache_lock:
@@ -175,6 +186,10 @@ def _eligible(campaign_id, path):
                       for pk, _, authority, pinned in rows if pk in _words]
         _candidates[campaign_id] = (rows, candidates)
     return candidates
+
+
+def _words_of(text):
+    return ranking.fold_terms(retrieval.meaningful_terms(text)), ranking.names_in(text)
 
 
 def _note(query, model, note):

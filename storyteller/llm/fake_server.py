@@ -25,6 +25,11 @@ Every request is recorded in `server.requests`, every streamed chunk with its
 client closed before its end in `server.cancelled`. Embeddings are
 `storyteller.llm.scripted.vector_for(text)`, so tests can predict them.
 
+`FakeModelServer(stubs=...)` answers what is not scripted from the stubs
+instead (`reply(messages, schema)` for chat, `embed(text)` for embeddings):
+the memory diagnostic's deterministic narrator, summariser and embedder
+(storyteller.diagnostics.stubs).
+
 It lives in the app, not under tests/, because shipped commands run it too
 (the bench's relay figures). Tests use the `fake_ollama` fixture
 (tests/fake_ollama.py); people use the CLI:
@@ -89,6 +94,7 @@ class FakeModelServer:
     models: list[str] = field(default_factory=lambda: list(DEFAULT_MODELS))
     architecture: str = "qwen2"
     context_length: int = 32768
+    stubs: object = None  # answers what is not scripted: reply(messages, schema), embed(text)
     requests: list[Request] = field(default_factory=list, repr=False)
     chunks: list[WrittenChunk] = field(default_factory=list, repr=False)
     cancelled: int = 0
@@ -203,10 +209,12 @@ class FakeModelServer:
                 del self._failures[kind]
             return failure
 
-    def _next_reply(self, schema: dict | None, limit: int | None) -> _Reply:
+    def _next_reply(self, schema: dict | None, limit: int | None, messages: list | None = None) -> _Reply:
         with self._lock:
             queue = self._json_replies if schema is not None else self._replies
             scripted = queue.popleft() if queue else None
+            if scripted is None and self.stubs is not None:
+                scripted = self.stubs.reply(messages or [], schema)
         if scripted is None:
             scripted = json.dumps(example_for(schema)) if schema else self.default_reply
         if isinstance(scripted, dict):
@@ -215,6 +223,9 @@ class FakeModelServer:
         if limit is not None and 0 <= limit < len(chunks):
             return _Reply(chunks[:limit], done_reason="length")
         return _Reply(chunks)
+
+    def _vector(self, text: str) -> list[float]:
+        return self.stubs.embed(text) if self.stubs is not None else vector_for(text)
 
     def _record(self, request: Request):
         with self._lock:
@@ -315,12 +326,12 @@ class _Handler(BaseHTTPRequestHandler):
     def _api_embed(self, fake, body):
         texts = body.get("input", [])
         texts = [texts] if isinstance(texts, str) else texts
-        self._send_json(200, {"model": body.get("model"), "embeddings": [vector_for(text) for text in texts]})
+        self._send_json(200, {"model": body.get("model"), "embeddings": [fake._vector(text) for text in texts]})
 
     def _v1_embeddings(self, fake, body):
         texts = body.get("input", [])
         texts = [texts] if isinstance(texts, str) else texts
-        data = [{"object": "embedding", "index": i, "embedding": vector_for(text)} for i, text in enumerate(texts)]
+        data = [{"object": "embedding", "index": i, "embedding": fake._vector(text)} for i, text in enumerate(texts)]
         self._send_json(200, {"object": "list", "model": body.get("model"), "data": data})
 
     def _v1_models(self, fake, body):
@@ -330,7 +341,7 @@ class _Handler(BaseHTTPRequestHandler):
     def _api_chat(self, fake, body):
         options = body.get("options") or {}
         schema = body.get("format") if isinstance(body.get("format"), dict) else None
-        reply = fake._next_reply(schema, options.get("num_predict"))
+        reply = fake._next_reply(schema, options.get("num_predict"), body.get("messages"))
         prompt_tokens = _prompt_tokens(body.get("messages", []))
         final = {
             "model": body.get("model"),
@@ -359,7 +370,7 @@ class _Handler(BaseHTTPRequestHandler):
 
     def _v1_chat_completions(self, fake, body):
         schema = _schema_of(body.get("response_format"))
-        reply = fake._next_reply(schema, body.get("max_tokens"))
+        reply = fake._next_reply(schema, body.get("max_tokens"), body.get("messages"))
         prompt_tokens = _prompt_tokens(body.get("messages", []))
         usage = {
             "prompt_tokens": prompt_tokens,
