@@ -16,6 +16,7 @@ import re
 from dataclasses import dataclass, field
 
 from django.db import connection, transaction
+from django.utils import timezone
 
 from .. import lineage
 from ..models import Campaign, Node, RecorderRun, StateEvent, StateRecord
@@ -107,33 +108,75 @@ def apply_events(node, payloads, *, source, author=None, attempt=0, model=""):
     Return the stored StateEvents.
     """
     with transaction.atomic():
-        run = RecorderRun.objects.filter(node=node).first() if source == StateEvent.Source.RECORDER else None
-        if run is not None and run.status == RecorderRun.Status.APPLIED:
+        if source == StateEvent.Source.RECORDER and not _mark_recorded(node, attempt, model):
             return []
-        campaign = Campaign.objects.get(pk=node.campaign_id)
+        # Only what the state reader uses (bench "state": 0.1 ms where the whole row through the ORM took 0.8).
+        campaign = Campaign.objects.raw(f"SELECT id, created_at, protagonist FROM {Campaign._meta.db_table}"
+                                        " WHERE id = %s", [node.campaign_id])[0]
         path = lineage.path_at(node.campaign_id, node.branch_id, node.depth)
         events = [clean(payload) for payload in payloads]
         state = state_for_events(path, campaign, events)
         outcomes = [validate(state, event, source, elsewhere=_elsewhere(path)) for event in events]
-        events = StateEvent.objects.bulk_create([
-            StateEvent(campaign_id=node.campaign_id, node=node, source=source, author=author, payload=o.payload,
-                       status=o.status, reason=o.reason, previous=o.previous, attempt=attempt)
-            for o in outcomes
-        ])
+        events = _write_events(node, source, author, attempt, outcomes)
         _write_records(node, _authority(source), [
             (event.pk, w["slot"], w["kind"], w.get("subject", ""), w.get("value", ""), json.dumps(w.get("data", {})),
              w.get("narrator_only", False), w.get("retracted", False))
             for event, outcome in zip(events, outcomes) for w in outcome.writes
         ])
-        if source == StateEvent.Source.RECORDER:
-            run = run or RecorderRun(node=node)
-            run.status, run.error, run.attempts, run.model = RecorderRun.Status.APPLIED, "", attempt, model
-            run.save()
     return events
+
+
+def _mark_recorded(node, attempt, model):
+    """Make the RecorderRun of ``node`` "applied" unless it already is; return whether it was not.
+
+    One upsert in the batch's own transaction, written out because the ORM's
+    read then save cost about 1.5 ms of a batch's 10 ms (bench "state"); a
+    batch that finds the node already recorded (a retry that raced a success)
+    writes nothing.
+    """
+    table = RecorderRun._meta.db_table
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"INSERT INTO {table} (node_id, status, error, attempts, model, updated_at) VALUES (%s, %s, '', %s, %s, %s)"
+            f" ON CONFLICT (node_id) DO UPDATE SET status = excluded.status, error = '', attempts = excluded.attempts,"
+            f" model = excluded.model, updated_at = excluded.updated_at WHERE {table}.status != excluded.status",
+            [node.pk, RecorderRun.Status.APPLIED, attempt, model,
+             connection.ops.adapt_datetimefield_value(timezone.now())])
+        return cursor.rowcount == 1
 
 
 # Rows per INSERT: 12 parameters each stays far below SQLite's 32,766.
 RECORDS_PER_INSERT = 500
+
+
+def _write_events(node, source, author, attempt, outcomes):
+    """Insert one StateEvent per outcome, in order, and return them with their ids.
+
+    Written out as one INSERT like ``_write_records``: bulk_create spent about
+    4 ms preparing the 20 events of a batch (bench "state"). SQLite numbers
+    the rows of one INSERT in the order they are listed, so the ids, sorted,
+    are the events' in order.
+    """
+    created = timezone.now()
+    author_id = author.pk if author is not None else None
+    rows = [(node.campaign_id, node.pk, source, author_id, o.payload, o.status, o.reason, o.previous, attempt, created)
+            for o in outcomes]
+    # The model's field order after the id, which is what from_db expects below.
+    columns = ("campaign_id", "node_id", "source", "author_id", "payload", "status", "reason", "previous", "attempt",
+               "created_at")
+    stamp = connection.ops.adapt_datetimefield_value(created)
+    events = []
+    with connection.cursor() as cursor:
+        for start in range(0, len(rows), RECORDS_PER_INSERT):
+            chunk = rows[start:start + RECORDS_PER_INSERT]
+            values = ", ".join([f"({', '.join(['%s'] * len(columns))})"] * len(chunk))
+            cursor.execute(
+                f"INSERT INTO {StateEvent._meta.db_table} ({', '.join(columns)}) VALUES {values} RETURNING id",
+                [value for row in chunk
+                 for value in (*row[:4], json.dumps(row[4]), row[5], row[6], json.dumps(row[7]), attempt, stamp)])
+            ids = sorted(row[0] for row in cursor.fetchall())
+            events += [StateEvent.from_db(connection.alias, ("id", *columns), (pk, *row)) for pk, row in zip(ids, chunk)]
+    return events
 
 
 def _write_records(node, authority, rows):
