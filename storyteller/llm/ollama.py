@@ -13,7 +13,7 @@ from .base import (
     ModelNotFound,
     NarratorError,
     StreamInterrupted,
-    timeouts_for,
+    client_for,
     parse_json_reply,
     translate_http_errors,
 )
@@ -39,7 +39,7 @@ class OllamaClient:
             # A fresh client per call is safe across event loops, and leaving
             # the `async with` closes the connection, which makes Ollama stop
             # generating when the caller closes this iterator early.
-            async with httpx.AsyncClient(timeout=timeouts_for(self.timeout)) as client:
+            async with client_for(self.timeout) as client:
                 async with client.stream("POST", f"{self.url}/api/chat", json=body) as response:
                     if response.status_code != 200:
                         await response.aread()
@@ -90,7 +90,7 @@ class OllamaClient:
 
     async def list_models(self) -> list[str]:
         with self._errors():
-            async with httpx.AsyncClient(timeout=timeouts_for(self.timeout)) as client:
+            async with client_for(self.timeout) as client:
                 response = await client.get(f"{self.url}/api/tags")
         if response.status_code != 200:
             self._raise_for(response)
@@ -114,7 +114,7 @@ class OllamaClient:
 
     async def _post(self, path: str, body: dict) -> dict:
         with self._errors():
-            async with httpx.AsyncClient(timeout=timeouts_for(self.timeout)) as client:
+            async with client_for(self.timeout) as client:
                 response = await client.post(f"{self.url}{path}", json=body)
         if response.status_code != 200:
             self._raise_for(response)

@@ -13,7 +13,7 @@ from .base import (
     ModelNotFound,
     NarratorError,
     StreamInterrupted,
-    timeouts_for,
+    client_for,
     parse_json_reply,
     translate_http_errors,
 )
@@ -144,7 +144,7 @@ class OpenAIClient:
 
     def _client(self) -> httpx.AsyncClient:
         headers = {"Authorization": f"Bearer {self.api_key}"} if self.api_key else {}
-        return httpx.AsyncClient(timeout=timeouts_for(self.timeout), headers=headers)
+        return client_for(self.timeout, headers=headers)
 
     def _parse_event(self, data: str) -> dict:
         try:
