@@ -20,13 +20,11 @@ rename) after every turn, so it is never half written.
 
 import json
 import os
-import re
 import time
 from pathlib import Path
 
 from asgiref.sync import sync_to_async
 from django.conf import settings
-from django.db.models import Q
 from django.utils import timezone
 
 from campaigns import lineage, story
@@ -36,6 +34,9 @@ from memory.models import Memory, MemoryRun
 
 from .. import postturn, turns
 from ..context import Action
+from .isolation import isolation
+from .retention import diagnose
+from .stubs import Fact
 
 VERSION = 1
 
@@ -161,10 +162,14 @@ def resume(campaign_id=None, *, turns=None):
             raise RunError(f"Campaign {campaign_id} has no long run ({report_path(campaign_id)} does not exist).")
     if run["status"] == "complete":
         raise RunError(f"The long run of campaign {run['campaign']} is complete; start a new run without --resume.")
-    if not Campaign.objects.filter(pk=run["campaign"]).exists():
+    campaign = Campaign.objects.filter(pk=run["campaign"]).first()
+    if campaign is None:
         raise RunError(f"Campaign {run['campaign']} of {report_path(run['campaign'])} no longer exists; "
                        "start a new run without --resume.")
-    if turns is not None:
+    if turns is not None and turns != run["turns"]:
+        if campaign.head_depth // 2 > min(turns, run["turns"]):
+            raise RunError(f"The run has already played {campaign.head_depth // 2} turns, so --turns cannot become "
+                           f"{turns}; leave --turns out to finish it as planned ({run['turns']}).")
         run["turns"] = turns
     return run
 
@@ -284,47 +289,86 @@ def _observe(run, turn, node_id, seconds):
             "error": memory_run.error if memory_run else "",
         },
     }
-    fact = run["fact"]
-    if fact:
-        checks = _isolation_now(path, node, fact)
+    summary = checkpoints.eligible_checkpoint(path)
+    entry["summary_through"] = summary.source_end if summary else None
+    if run["fact"]:
+        fact, depth = _fact(run), run["fact"]["depth"]
+        checks = _isolation_now(path, node, summary, fact, depth)
         entry["checks"] = checks
-        entry["plant_in_history"] = floor is not None and floor <= fact["depth"]
-        entry["fact_memory_used"] = Memory.objects.filter(
-            pk__in=used, source_start__lte=fact["depth"], source_end__gte=fact["depth"]).filter(
-            *[_word_filter(word) for word in fact["words"]]).exists()
+        entry["plant_in_history"] = floor is not None and floor <= depth
+        covering = Memory.objects.filter(pk__in=used, source_start__lte=depth, source_end__gte=depth)
+        entry["fact_memory_used"] = any(fact.carries(text) for text in covering.values_list("text", flat=True))
+        # The recall turn's own reply may name the fact: that is the recall, not a leak.
         for name, holds in checks.items():
-            if not holds and run["first_failures"][name] is None:
+            if not holds and run["first_failures"][name] is None and turn <= run["turns"]:
                 run["first_failures"][name] = turn
     run["timeline"] = sorted([e for e in run["timeline"] if e["turn"] != turn] + [entry], key=lambda e: e["turn"])
     return entry
 
 
-def _isolation_now(path, node, fact):
-    """Return the per-turn preconditions of §C.5 after reply ``node``: True where the fact is still absent."""
-    words = fact["words"]
+def _isolation_now(path, node, summary, fact, depth):
+    """Return the per-turn preconditions of §C.5 after reply ``node``: True where the fact is still absent.
+
+    The state is every record on the line (a record retracted later was still
+    in the state at this turn); the summary is the one a prompt would use now;
+    narration counts from LATER_NARRATION_GAP depths past the plant.
+    """
     state_text = " ".join(f"{subject} {value} {json.dumps(data)}" for subject, value, data in
                           StateRecord.objects.filter(path.clause(), campaign_id=path.campaign_id)
                           .values_list("subject", "value", "data"))
-    summary = checkpoints.eligible_checkpoint(path)
-    later = node.depth > fact["depth"] + LATER_NARRATION_GAP
+    later = node.depth > depth + LATER_NARRATION_GAP
     return {
-        "absent_from_state": not _leaks(state_text, words),
-        "absent_from_summary": not (summary and _leaks(summary.text, words)),
-        "absent_from_later_narration": not (later and _leaks(node.text, words)),
+        "absent_from_state": not fact.leaks(state_text),
+        "absent_from_summary": not (summary and fact.leaks(summary.text)),
+        "absent_from_later_narration": not (later and fact.leaks(node.text)),
     }
 
 
-def _leaks(text, words):
-    return any(re.search(rf"\b{re.escape(word)}\b", text, re.IGNORECASE) for word in words)
+def planted_fact():
+    """Return the fact a run plants, for the stub model server to recognise (``DiagnosticStubs(facts=[...])``)."""
+    return Fact(PLANT, FACT_WORDS)
 
 
-def _word_filter(word):
-    return Q(text__iregex=rf"\b{re.escape(word)}\b")
+def _fact(run):
+    return Fact(run["fact"]["text"], tuple(run["fact"]["words"]))
 
 
 def _judge(run):
-    """Settle the §C.5 verdict of a finished run from its recall turn (read only)."""
-    raise NotImplementedError
+    """Settle the §C.5 verdict of a finished run from its recall turn and the campaign (read only)."""
+    recall_turn = run["turns"] + 1
+    entry = next(e for e in run["timeline"] if e["turn"] == recall_turn)
+    campaign = Campaign.objects.get(pk=run["campaign"])
+    recall = Node.objects.get(pk=entry["node"])
+    path = lineage.path_at(campaign.pk, recall.branch_id, recall.depth)
+    fact = _fact(run)
+    isolated = isolation(campaign, path, fact, recall)
+    diagnosis = diagnose(campaign, fact, recall)
+    run["recall"] = {"turn": recall_turn, "node": recall.pk, "reply": recall.text}
+    run["isolation"] = isolated.to_json()
+    run["preconditions"] = _preconditions(run["first_failures"], isolated.checks)
+    run["diagnosis"] = diagnosis.to_json()
+    run["verdict"] = verdict(run["preconditions"], diagnosis.verdict)
+
+
+def _preconditions(first_failures, checks):
+    """Return each §C.5 precondition: held on every turn (``first_failures``) and at recall (``checks``, by name).
+
+    A check the isolation did not make leaves its precondition unknown (None), never held.
+    """
+
+    def held(tracked, *names):
+        judged = [checks[name].passed if name in checks else None for name in names]
+        if (tracked and first_failures[tracked] is not None) or False in judged:
+            return False
+        return None if None in judged else True
+
+    return {
+        "planted_turn_outside_history": held(None, "recent_history"),
+        "absent_from_state": held("absent_from_state", "state_document", "state_snapshots", "state_section"),
+        "absent_from_summary": held("absent_from_summary", "summary"),
+        "absent_from_knowledge": held(None, "knowledge"),
+        "absent_from_later_narration": held("absent_from_later_narration", "later_narration"),
+    }
 
 
 def verdict(preconditions, stage_verdict):
@@ -356,7 +400,7 @@ def page(campaign, run):
         "preconditions": [{"name": name, "holds": judged.get(name), "first_failure": run["first_failures"].get(name)}
                           for name in PRECONDITIONS],
         "stages": _stages(run["diagnosis"]),
-        "ranking": _ranking(run["diagnosis"]),
+        "ranking": _ranking(campaign, run["diagnosis"]),
         "recall_node": recall["node"] if recall and Node.objects.filter(pk=recall["node"], campaign=campaign).exists()
         else None,
     }
@@ -398,9 +442,32 @@ def _write(run):
     os.replace(temporary, target)
 
 
+STAGES = ("created", "retained", "ranked", "injected")
+
+
 def _stages(diagnosis):
-    return []
+    """Return the four stages for the page, in order: whether each passed (None: not reached) and its fields."""
+    found = (diagnosis or {}).get("stages", {})
+    passed = {
+        "created": lambda stage: stage["created"],
+        "retained": lambda stage: stage["retained"],
+        "ranked": lambda stage: stage["selected"],
+        "injected": lambda stage: stage["in_stored_memories_used"] and stage["text_in_section"],
+    }
+    return [{"name": name, "passed": passed[name](found[name]) if name in found else None,
+             "fields": [(key, value if isinstance(value, (str, int, float, bool, type(None))) else json.dumps(value))
+                        for key, value in found.get(name, {}).items()]}
+            for name in STAGES] if diagnosis else []
 
 
-def _ranking(diagnosis):
-    return []
+def _ranking(campaign, diagnosis):
+    """Return the planted memory's ranking at recall and what the recall turn was shown, with their texts."""
+    ranked = (diagnosis or {}).get("stages", {}).get("ranked")
+    if not ranked:
+        return None
+    planted = diagnosis["stages"]["created"]["memory_id"]
+    texts = dict(Memory.objects.filter(campaign=campaign, pk__in=ranked["stored_selection"] + [planted])
+                 .values_list("id", "text"))
+    return {**ranked, "memory_id": planted, "memory_text": texts.get(planted, ""),
+            "shown": [{"id": pk, "text": texts.get(pk, ""), "planted": pk == planted}
+                      for pk in ranked["stored_selection"]]}

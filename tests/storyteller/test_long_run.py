@@ -9,8 +9,12 @@ from django.urls import reverse
 from campaigns import lineage
 from campaigns.models import Campaign, Node
 from storyteller.diagnostics import long_run
+from storyteller.diagnostics.stubs import DiagnosticStubs
+from storyteller.llm.fake_server import FakeModelServer
 
 pytestmark = pytest.mark.django_db(transaction=True)
+
+RECOVERED = "recovered_through_memory_independent"
 
 
 @pytest.fixture
@@ -18,6 +22,16 @@ def runs(settings, tmp_path):
     """Keep the runs' files in the test's own folder."""
     settings.DATA_DIR = tmp_path
     return tmp_path / "long_runs"
+
+
+@pytest.fixture
+def stub_server(settings):
+    """The fake model server answering with the deterministic stubs of seed 004 §C.4, told the planted fact."""
+    with FakeModelServer(stubs=DiagnosticStubs(facts=[long_run.planted_fact()])) as server:
+        settings.STORYTELLER_LLM_URL = server.url
+        settings.STORYTELLER_LLM_URL_CONFIGURED = True
+        settings.STORYTELLER_LLM_API = "ollama"
+        yield server
 
 
 def the_run():
@@ -140,3 +154,57 @@ def test_a_campaign_without_a_run_has_no_report_and_no_link_to_one(client, owner
     url = reverse("long_run_report", args=[campaign.pk])
     assert client.get(url).status_code == 404
     assert url not in client.get(reverse("play", args=[campaign.pk])).content.decode()
+
+
+def test_a_hundred_turns_against_the_stubs_recover_the_fact_through_memory_alone(client, owner, outsider,
+                                                                                stub_server, runs):
+    call_command("long_run", turns=100, independent_fact=True, owner="reader")
+    run = the_run()
+    assert run["verdict"] == RECOVERED and run["status"] == "complete"
+    assert run["first_failures"] == {name: None for name in long_run.TRACKED}
+    assert run["preconditions"] == {name: True for name in long_run.PRECONDITIONS}
+    assert [entry["turn"] for entry in run["timeline"]] == list(range(1, 102))
+    created = run["diagnosis"]["stages"]["created"]
+    assert created["source_start"] <= run["fact"]["depth"] <= created["source_end"]
+    recall = run["timeline"][-1]
+    assert recall["action"] == long_run.RECALL and not recall["plant_in_history"] and recall["fact_memory_used"]
+    assert recall["summary_through"] is not None  # the story before the window was compacted, without the fact
+    assert run["diagnosis"]["stages"]["ranked"]["replica_matches_stored_selection"]
+
+    url = reverse("long_run_report", args=[run["campaign"]])
+    client.force_login(outsider)
+    assert client.get(url).status_code == 404
+    client.force_login(owner)
+    html = client.get(url).content.decode()
+    assert f"<strong>{RECOVERED}</strong>" in html
+    for stage in long_run.STAGES:
+        assert f'id="stage-{stage}" data-passed="yes"' in html
+    assert 'id="ranking"' in html and 'id="shown"' in html and 'id="turn-101"' in html
+    assert "tavern&#x27;s top shelf" in html  # the summariser's memory text, escaped
+    assert reverse("inspector", args=[run["campaign"], run["recall"]["node"]]) in html
+
+
+def test_a_run_interrupted_half_way_and_resumed_measures_what_an_uninterrupted_run_does(stub_server, owner, runs):
+    call_command("long_run", turns=30, independent_fact=True, owner="reader", stop_after=15)
+    interrupted = the_run()
+    assert interrupted["status"] == "stopped" and interrupted["verdict"] is None
+    call_command("long_run", resume=True)
+    resumed = long_run.load(interrupted["campaign"])
+    assert resumed["verdict"] == RECOVERED and resumed["process_starts"] == 2
+    assert [depth for depth, _ in player_depths(resumed["campaign"])] == [2 * turn - 1 for turn in range(1, 32)]
+
+    stub_server.stubs = DiagnosticStubs(facts=[long_run.planted_fact()])  # the narrator starts its script again
+    call_command("long_run", turns=30, independent_fact=True, owner="reader")
+    straight = long_run.load(interrupted["campaign"] + 1)
+
+    def measured(run):
+        keep = ("turn", "depth", "action", "history_floor", "summary_through", "checks", "plant_in_history",
+                "fact_memory_used")
+        return [{key: entry[key] for key in keep} | {"bank": entry["bank"]["active"]} for entry in run["timeline"]]
+
+    assert measured(resumed) == measured(straight)
+    assert resumed["first_failures"] == straight["first_failures"]
+    assert resumed["preconditions"] == straight["preconditions"] and straight["verdict"] == RECOVERED
+    ranked = [run["diagnosis"]["stages"]["ranked"] for run in (resumed, straight)]
+    assert [(r["rank"], r["of"], r["final_score"]) for r in ranked][0] == [(r["rank"], r["of"], r["final_score"])
+                                                                          for r in ranked][1]
