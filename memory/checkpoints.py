@@ -17,7 +17,7 @@ from dataclasses import dataclass
 
 from storyteller import tokens
 
-from .models import Checkpoint
+from .models import Checkpoint, CheckpointRun
 
 # Bump when what the hash covers changes: every older row becomes unusable and is rebuilt on need.
 SCHEMA_VERSION = 1
@@ -143,6 +143,17 @@ def write(path, end, text, stable_prefix_hash, *, model="", anchor=None, origin=
 def delete_all(campaign_id):
     """Delete every checkpoint of the campaign (a cache: the next turn that needs one rebuilds it)."""
     return Checkpoint.objects.filter(campaign_id=campaign_id).delete()[0]
+
+
+def record_run(node, *, status, error=""):
+    """Record what the checkpoint step did after ``node``, counting attempts (a failure's record is written last)."""
+    run, created = CheckpointRun.objects.get_or_create(
+        node=node, defaults={"campaign_id": node.campaign_id, "status": status, "error": error})
+    if not created:
+        run.status, run.error = status, error
+        run.attempts += 1
+        run.save()
+    return run
 
 
 def _branch_at(path, depth):

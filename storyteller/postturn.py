@@ -11,13 +11,15 @@ import asyncio
 import logging
 from collections import deque
 
-from . import memories, recorder
+from . import compaction, memories, recorder
 
 logger = logging.getLogger(__name__)
 
 # In order: the state first, so later steps see what the turn changed (the
-# memory step's cast brief reads it).
-STEPS = [recorder.record, memories.remember]
+# memory step's cast brief reads it); the checkpoint last, so the next turn
+# finds its summary already written (and the memory step's blocks are not
+# waiting behind a long summary).
+STEPS = [recorder.record, memories.remember, compaction.checkpoint]
 
 _queues: dict[int, deque] = {}
 _workers: dict[int, asyncio.Task] = {}

@@ -1,8 +1,10 @@
 """One turn: build the context, stream the reply, commit it in one short transaction.
 
-Nothing is written before or during generation, and no transaction is open
-while the model writes: a stopped, failed or killed turn leaves no node behind,
-and other writers are never locked out for the length of a reply.
+Nothing of the story is written before or during generation, and no
+transaction is open while the model writes: a stopped, failed or killed turn
+leaves no node behind, and other writers are never locked out for the length
+of a reply. The one write a turn may make first is the checkpoint it needs
+(``compaction``): a cache, harmless if the reply then fails.
 """
 
 import contextlib
@@ -17,7 +19,7 @@ from campaigns.models import Campaign, Node
 from knowledge import retrieval
 from memory import bank
 
-from . import context, llm, postturn
+from . import compaction, context, llm, postturn
 from .context import Action
 from .context import memories as story_memories
 
@@ -49,7 +51,7 @@ async def play_turn(campaign_id, action, relay, *, retry=False):
     ``relay(text)`` is awaited for every chunk as it arrives. Cancelling the
     task that runs this stops the model and saves nothing.
     """
-    prepared = await database_sync_to_async(_prepare)(campaign_id, action, retry)
+    prepared = await _prepare_compacting(campaign_id, action, retry)
     campaign = prepared.campaign
     options = llm.ChatOptions(
         num_predict=campaign.max_output_tokens,
@@ -102,6 +104,31 @@ async def play_turn(campaign_id, action, relay, *, retry=False):
     return TurnResult(node_id=node.pk, text=text, notice=notice, post_turn=post_turn)
 
 
+async def _prepare_compacting(campaign_id, action, retry):
+    """Prepare the turn, summarising the story's older passages first when the prompt needs it (seed 001).
+
+    The summariser runs with no transaction open; if it fails, the turn fails
+    with what to do, and nothing — no node, no checkpoint — is written.
+    """
+    try:
+        return await database_sync_to_async(_prepare)(campaign_id, action, retry)
+    except context.NeedsCompaction as need:
+        try:
+            await compaction.compact(need)
+        except compaction.CompactionFailed as failure:
+            raise TurnFailed(
+                f"{need} {failure} Check that the model server is running and the narrator model can write JSON "
+                "(or raise context_token_budget), then send your action again. Nothing was sent or saved."
+            ) from failure
+    try:
+        return await database_sync_to_async(_prepare)(campaign_id, action, retry)
+    except context.NeedsCompaction as need:
+        raise TurnFailed(
+            f"{need} A summary was just written but the story still does not fit; raise context_token_budget or "
+            "lower max_output_tokens. Nothing was sent or saved."
+        ) from need
+
+
 def _prepare(campaign_id, action, retry):
     campaign = Campaign.objects.get(pk=campaign_id)
     path = lineage.path_of(campaign)
@@ -121,6 +148,8 @@ def _prepare(campaign_id, action, retry):
     try:
         ctx = context.build(campaign, path, action, model=narrator.model, api=narrator.api, query=query,
                             memory_query=remembering)
+    except context.NeedsCompaction:
+        raise
     except context.ContextOverflow as error:
         raise TurnFailed(f"{error} Nothing was sent or saved.") from error
     return _Prepared(campaign, (campaign.head_branch_id, campaign.head_depth), action, ctx, narrator)

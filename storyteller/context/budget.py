@@ -1,10 +1,8 @@
-"""Pure budgeting: how many tokens are left for history, and which whole turns fit.
+"""Pure budgeting: how many tokens are left for the story, and when and where to compact it.
 
 No database, no model: plain numbers in, plain numbers out, so every rule here
 is tested directly (tests/storyteller/test_budget.py).
 """
-
-from dataclasses import dataclass
 
 # Covers the separators added after budgeting and the drift between our
 # tokenizer and the serving model's (seed 000 §32): fixed, because what it
@@ -30,19 +28,6 @@ class ContextOverflow(Exception):
         )
 
 
-@dataclass(frozen=True)
-class Unit:
-    """One whole turn of history (or the opening): never split, never reordered.
-
-    ``rows`` are the rows it was grouped from, oldest first, carried along so
-    the builder needs no second query for the text.
-    """
-
-    depths: tuple[int, ...]
-    tokens: int
-    rows: tuple = ()
-
-
 def reply_reserve(max_output_tokens):
     return max_output_tokens + REPLY_MARGIN
 
@@ -56,39 +41,80 @@ def history_allowance(budget, max_output_tokens, protected_tokens):
     return available - protected_tokens
 
 
-def select_history(units_newest_first, allowance):
-    """Return whole turns, newest first, up to the first one that does not fit.
+# Compaction (seed 001 "Prompt budget"): the branch context — the checkpoint
+# summary plus the verbatim history — may fill HIGH_WATERMARK of what the
+# prompt leaves it; past that the turn compacts first, back to LOW_WATERMARK,
+# so a compaction buys many turns of growth before the next (and the next
+# cache break). The summary it writes may take SUMMARY_SHARE of the same room.
+HIGH_WATERMARK = 0.70
+LOW_WATERMARK = 0.45
+SUMMARY_SHARE = 0.20
+# The post-turn worker compacts ahead of need from here, so most turns never wait for a summary.
+EARLY_WATERMARK = 0.60
 
-    Stops there rather than skipping it, so the history the narrator sees is
-    one unbroken stretch ending now; and stops *reading* there, so a long
-    story costs no more to build than a short one.
+
+class NeedsCompaction(ContextOverflow):
+    """The story's verbatim history passed the high watermark: summarise through ``through`` first.
+
+    Carries what the compaction needs: the path, the depth to cover through,
+    the summary's token budget and the stable prefix's hash.
     """
-    kept = []
-    spent = 0
-    for unit in units_newest_first:
-        if spent + unit.tokens > allowance:
+
+    def __init__(self, *, path, through, summary_budget, prefix_hash, used, room, previous_end):
+        self.path = path
+        self.through = through
+        self.summary_budget = summary_budget
+        self.prefix_hash = prefix_hash
+        self.previous_end = previous_end
+        Exception.__init__(
+            self,
+            f"The story's summary and recent passages take {used:,} of the {room:,} tokens the prompt leaves for "
+            f"the story (more than {HIGH_WATERMARK:.0%}), so depths 0–{through} must be summarised before this turn "
+            "is sent.",
+        )
+
+
+class HistoryEntryTooLarge(ContextOverflow):
+    """The newest passage alone does not fit: it is never cut, so the turn fails instead."""
+
+    def __init__(self, *, depth, needed, room):
+        self.depth = depth
+        self.needed = needed
+        Exception.__init__(
+            self,
+            f"The newest passage of the story (depth {depth}) needs {needed:,} tokens with its summary, but the "
+            f"prompt leaves only {room:,} for the story. Raise context_token_budget, lower max_output_tokens, "
+            "or shorten the canon rules, always-included knowledge files or your input.",
+        )
+
+
+def needs_compaction(used, room, mark=HIGH_WATERMARK):
+    """Return whether ``used`` tokens of branch context pass ``mark`` of its ``room``."""
+    return used > mark * room
+
+
+def summary_budget(room, ceiling):
+    """Return the most tokens a new summary may take out of ``room`` (never more than ``ceiling``)."""
+    return max(0, min(ceiling, int(SUMMARY_SHARE * room)))
+
+
+def compaction_point(rows, head_depth, head_through, target):
+    """Return the depth to summarise through so the verbatim rest costs at most ``target``, or None.
+
+    ``rows`` are ``(depth, tokens_through)`` of the uncovered nodes before the
+    newest, oldest first. The newest node always stays verbatim; when even it
+    and its action exceed ``target`` only it stays. A point inside a turn moves
+    to the turn's end, so the verbatim history starts with a player action.
+    None means there is nothing left to cover.
+    """
+    rows = list(rows)
+    if not rows:
+        return None
+    point = rows[-1][0]
+    for depth, through in rows:
+        if head_through - through + (head_depth - depth) * MESSAGE_OVERHEAD <= target:
+            point = depth
             break
-        kept.append(unit)
-        spent += unit.tokens
-    return kept
-
-
-def group_turns(rows_newest_first):
-    """Yield whole-turn units from rows ``(depth, tokens, ...)``, newest first.
-
-    A reply (even depth) joins the player action just before it; the opening
-    (depth 0) stands alone.
-    """
-    pending = []
-    for row in rows_newest_first:
-        pending.append(row)
-        if row[0] % 2 == 1 or row[0] == 0:
-            yield _unit(pending)
-            pending = []
-    if pending:
-        yield _unit(pending)
-
-
-def _unit(rows_newest_first):
-    rows = tuple(reversed(rows_newest_first))
-    return Unit(tuple(row[0] for row in rows), sum(row[1] + MESSAGE_OVERHEAD for row in rows), rows)
+    if point % 2 == 1 and point + 1 < head_depth:
+        point += 1
+    return point

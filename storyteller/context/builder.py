@@ -1,20 +1,23 @@
 """Build the narrator's prompt for one turn: deterministic, read-only, fully reported.
 
 Order (ARCHITECTURE rule 6): the stable prefix (narrator rules, campaign
-profile, canon) as the system message; then verbatim active-lineage history,
-which only ever grows at its end; then the dynamic tail (direction and the
-player's input) as the last message. Between turns the new prompt therefore
-starts with the whole of the previous one's prefix and history, so the model
+profile, canon) as the system message; then the checkpoint summary, if one is
+eligible; then verbatim active-lineage history after it, which only ever grows
+at its end; then the dynamic tail (direction and the player's input) as the
+last message. Between checkpoint rotations the new prompt therefore starts
+with the whole of the previous one's prefix, summary and history, so the model
 server can reuse its cache.
 
-The reply is reserved first, protected sections are priced next, and history
-fills what is left in whole turns, newest first. What is left out is reported
-with its cost.
+The reply is reserved first, protected sections are priced next, and the
+story gets what is left: every node of the path is either verbatim or covered
+by the checkpoint (seed 001). History is never silently shortened; past the
+high watermark the build raises NeedsCompaction and the turn summarises first.
 """
 
 from dataclasses import dataclass
 
 from campaigns.models import CanonRule
+from memory import checkpoints
 
 from .. import tokens
 from . import budget, knowledge, layers
@@ -45,11 +48,6 @@ class Context:
         return self.report["budget"]["prompt_tokens"]
 
 
-# Rows are read newest first a few dozen at a time, and reading stops at the
-# first turn that does not fit: a 2,000-turn story costs what a 60-turn one does.
-HISTORY_CHUNK = 64
-
-
 def message_for(role, mode, text):
     """Return the chat message a stored node becomes in the prompt."""
     if role == "player":
@@ -62,14 +60,18 @@ def node_tokens(role, mode, text):
     return tokens.count(message_for(role, mode, text)["content"])
 
 
-def build(campaign, path, action, *, model="", api="", seed=None, query=None, memory_query=None):
+def build(campaign, path, action, *, model="", api="", seed=None, query=None, memory_query=None,
+          compact_above=budget.HIGH_WATERMARK):
     """Return the Context for ``action`` played after the end of ``path``.
 
     ``query`` is the knowledge query, embedded before the build when semantic
     retrieval is possible (``knowledge_query``); without it the build makes its
     own, lexical only. ``memory_query`` is the story memories' query, embedded
     the same way (``memory_query``). Raise ``ContextOverflow`` when the protected sections
-    and the reply reserve do not fit ``campaign.context_token_budget``.
+    and the reply reserve do not fit ``campaign.context_token_budget``; ``NeedsCompaction``
+    when the summary and verbatim history pass ``compact_above`` of the room left for them
+    (the caller summarises and builds again); ``HistoryEntryTooLarge`` when the newest
+    passage alone does not fit.
     """
     stable = [layers.narrator_rules(campaign), layers.campaign_profile(campaign)]
     canon = layers.canon(list(CanonRule.objects.filter(campaign=campaign, enabled=True)))
@@ -98,19 +100,15 @@ def build(campaign, path, action, *, model="", api="", seed=None, query=None, me
     knowledge_tokens = sum(section.tokens + 1 for section in found)
     allowance -= knowledge_tokens
 
-    rows = (
-        path.nodes()
-        .order_by("-depth")
-        .values_list("depth", "tokens", "id", "role", "mode", "text")
-        .iterator(chunk_size=HISTORY_CHUNK)
-    )
-    kept = budget.select_history(budget.group_turns(rows), allowance)
-    history, history_messages = _history_section(kept)
-    dropped = _dropped(path, kept)
+    branch = _branch_context(path, system_text, allowance, compact_above)
+    history, history_messages = _history_section(branch.rows)
+    summary_messages = [{"role": "system", "content": branch.summary.text}] if branch.summary else []
 
-    messages = [{"role": "system", "content": system_text}, *history_messages, {"role": "user", "content": tail_text}]
-    sections = [*stable, history, *tail]
-    report = _report(campaign, path, action, sections, protected, allowance, history, dropped, model, api, seed)
+    messages = [{"role": "system", "content": system_text}, *summary_messages, *history_messages,
+                {"role": "user", "content": tail_text}]
+    sections = [*stable, *([branch.summary] if branch.summary else []), history, *tail]
+    report = _report(campaign, path, action, sections, protected, allowance, history, [], model, api, seed)
+    _report_branch(report, branch, history)
     _report_state(report)
     report["memories"] = memory_report
     if has_knowledge:
@@ -192,33 +190,90 @@ def _dynamic_tail(action):
     return tail
 
 
-def _history_section(kept):
-    rows = [row for unit in reversed(kept) for row in unit.rows]
+@dataclass(frozen=True)
+class _Branch:
+    """The branch context of one prompt: the checkpoint summary (if any) and the verbatim rows after it."""
+
+    summary: Section | None
+    checkpoint: object
+    rejected: tuple
+    rows: list
+    room: int
+    used: int
+
+
+def _branch_context(path, system_text, room, compact_above):
+    """Return the summary and verbatim history for ``path`` within ``room`` tokens, or raise.
+
+    Every node of the path is either verbatim or covered by the checkpoint:
+    nothing is silently left out. The cost is priced from two rows
+    (``tokens_through``) before any text is read, so a story that needs
+    compacting costs no more to check than a short one.
+    """
+    prefix_hash = checkpoints.prefix_hash(system_text)
+    lookup = checkpoints.look_up(path, prefix_hash)
+    checkpoint = lookup.checkpoint
+    summary = layers.summary(checkpoint) if checkpoint else None
+    covered_end = checkpoint.source_end if checkpoint else -1
+    if summary:
+        summary.tokens = tokens.count(summary.text)
+    summary_cost = summary.tokens + budget.MESSAGE_OVERHEAD if summary else 0
+    through = dict(path.nodes().filter(depth__in=[covered_end, path.head_depth]).values_list("depth", "tokens_through"))
+    head_through = through[path.head_depth]
+    verbatim_cost = head_through - through.get(covered_end, 0) + (path.head_depth - covered_end) * budget.MESSAGE_OVERHEAD
+    used = summary_cost + verbatim_cost
+    if budget.needs_compaction(used, room, compact_above):
+        uncovered = path.nodes().filter(depth__gt=covered_end, depth__lt=path.head_depth).order_by("depth")
+        allowed = budget.summary_budget(room, checkpoints.MAX_SUMMARY_TOKENS)
+        point = budget.compaction_point(uncovered.values_list("depth", "tokens_through"), path.head_depth,
+                                        head_through, int(budget.LOW_WATERMARK * room) - allowed)
+        if point is not None:
+            raise budget.NeedsCompaction(path=path, through=point, summary_budget=allowed, prefix_hash=prefix_hash,
+                                         used=used, room=room, previous_end=covered_end)
+        if used > room:
+            raise budget.HistoryEntryTooLarge(depth=path.head_depth, needed=used, room=room)
+    rows = list(path.nodes().filter(depth__gt=covered_end).order_by("depth")
+                .values_list("depth", "tokens", "id", "role", "mode", "text"))
+    return _Branch(summary, checkpoint, lookup.rejected, rows, room, used)
+
+
+def _history_section(rows):
     messages = [message_for(role, mode, text) for _, _, _, role, mode, text in rows]
     text = "\n\n".join(f"[{m['role']}] {m['content']}" for m in messages)
     section = Section(
-        "history", "Recent story (active lineage)", "Level 3 accepted history", BRANCH_CONTEXT, text,
+        "history", "Recent story (active lineage, verbatim)", "Level 3 accepted history", BRANCH_CONTEXT, text,
         protected=False,
-        tokens=sum(unit.tokens for unit in kept),
+        tokens=sum(count + budget.MESSAGE_OVERHEAD for _, count, _, _, _, _ in rows),
         components=[{"type": "node", "id": pk, "depth": depth, "role": role, "tokens": count}
                     for depth, count, pk, role, _, _ in rows],
     )
     return section, messages
 
 
-def _dropped(path, kept):
-    """Return what of the path's history found no room, with its exact cost, from one row."""
-    oldest_kept = kept[-1].depths[0] if kept else path.head_depth + 1
-    if oldest_kept == 0:
-        return []
-    # One node per depth along a path: depths 0 .. oldest_kept - 1 were left out.
-    through = path.nodes().values_list("tokens_through", flat=True).get(depth=oldest_kept - 1)
-    return [{
-        "key": "history",
-        "what": f"{oldest_kept} older passage(s), depths 0–{oldest_kept - 1}",
-        "tokens": through + oldest_kept * budget.MESSAGE_OVERHEAD,
-        "reason": "no room left in the history allowance",
-    }]
+def _report_branch(report, branch, history):
+    """Say what the checkpoint covered and what stayed verbatim, and price the summary into the prompt."""
+    checkpoint = branch.checkpoint
+    summary_cost = branch.summary.tokens + budget.MESSAGE_OVERHEAD if branch.summary else 0
+    verbatim = [row[0] for row in branch.rows]
+    report["checkpoint"] = None if checkpoint is None else {
+        "id": checkpoint.pk, "branch": checkpoint.branch_id, "depth": checkpoint.depth,
+        "source_start": checkpoint.source_start, "source_end": checkpoint.source_end,
+        "tokens": checkpoint.tokens, "origin": checkpoint.origin, "model": checkpoint.model,
+    }
+    report["history"] = {
+        "covered": None if checkpoint is None else [checkpoint.source_start, checkpoint.source_end],
+        "verbatim": [verbatim[0], verbatim[-1]] if verbatim else None,
+        "verbatim_nodes": len(verbatim),
+        "rejected": [{"id": r.checkpoint.pk, "source_end": r.checkpoint.source_end, "reason": r.reason}
+                     for r in branch.rejected],
+    }
+    spent = report["budget"]
+    spent["summary_tokens"] = summary_cost
+    spent["branch_allowance"] = branch.room
+    spent["branch_tokens"] = summary_cost + history.tokens
+    spent["high_watermark"] = int(budget.HIGH_WATERMARK * branch.room)
+    spent["prompt_tokens"] += summary_cost
+    spent["unused"] -= summary_cost
 
 
 def _report(campaign, path, action, sections, protected, allowance, history, dropped, model, api, seed):

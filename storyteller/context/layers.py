@@ -123,3 +123,17 @@ def canon(rules):
                   *initial]
     return Section("canon", "Campaign canon", "Level 1 canon", STABLE_PREFIX, "\n".join(lines), protected=True,
                    components=[{"type": "canon_rule", "id": rule.pk} for rule in rules])
+
+
+def summary(checkpoint):
+    """Render the checkpoint's summary: the story before the verbatim passages, framed as derived history."""
+    text = (
+        f"The story so far, summarised (depths 0–{checkpoint.source_end}; the passages after this continue it "
+        "word for word). It is derived from accepted history: where it and the state or the passages differ, "
+        f"they win.\n{checkpoint.text.strip()}"
+    )
+    return Section("summary", "Story so far (checkpoint summary)", "Level 3 accepted history (summarised)",
+                   BRANCH_CONTEXT, text, protected=False,
+                   components=[{"type": "checkpoint", "id": checkpoint.pk, "branch": checkpoint.branch_id,
+                                "depth": checkpoint.depth, "source_start": checkpoint.source_start,
+                                "source_end": checkpoint.source_end, "origin": checkpoint.origin}])

@@ -1,9 +1,9 @@
-"""The pure budgeting rules: reserve first, protected next, whole turns newest first."""
+"""The pure budgeting rules: reserve first, protected next, compaction past the high watermark."""
 
 import pytest
 
 from storyteller.context import budget
-from storyteller.context.budget import ContextOverflow, Unit
+from storyteller.context.budget import ContextOverflow
 
 
 def test_the_reply_reserve_is_max_output_plus_64():
@@ -28,25 +28,36 @@ def test_exactly_filling_the_window_is_allowed_and_one_more_token_is_not():
         budget.history_allowance(1000, 100, 837)
 
 
-def test_whole_turns_are_kept_newest_first_and_selection_stops_at_the_first_misfit():
-    units = [Unit((5, 6), 50), Unit((3, 4), 200), Unit((1, 2), 10), Unit((0,), 5)]
-    remaining = iter(units)
-    kept = budget.select_history(remaining, 100)
-    # The small older turn is not used to fill the gap: history stays one unbroken stretch.
-    assert kept == [units[0]]
-    # Nothing older than the first misfit is even read.
-    assert list(remaining) == units[2:]
+def test_compaction_starts_only_past_the_high_watermark():
+    assert not budget.needs_compaction(700, 1000)
+    assert budget.needs_compaction(701, 1000)
 
 
-def test_everything_fits_when_the_allowance_is_large():
-    units = [Unit((1, 2), 10), Unit((0,), 5)]
-    assert budget.select_history(units, 15) == units
-
-
-def test_rows_group_into_turns_of_action_and_reply_with_the_opening_alone():
-    rows = [(4, 10), (3, 5), (2, 7), (1, 3), (0, 20)]
-    units = list(budget.group_turns(rows))
+def test_the_compaction_point_leaves_the_newest_turns_verbatim_within_the_target():
     overhead = budget.MESSAGE_OVERHEAD
-    assert [u.depths for u in units] == [(3, 4), (1, 2), (0,)]
-    assert units[0].tokens == 15 + 2 * overhead
-    assert units[2].tokens == 20 + overhead
+    # Depths 0..10, 100 tokens each: tokens_through at depth d is 100 * (d + 1).
+    rows = [(depth, 100 * (depth + 1)) for depth in range(10)]
+    head_through = 1100
+    # The rest after depth d costs 100 * (10 - d) + overhead * (10 - d): at most 420 leaves depths 7..10 (416).
+    point = budget.compaction_point(rows, 10, head_through, 420)
+    assert point == 6  # depth 6 is a reply: the verbatim history starts with the action at depth 7
+    assert head_through - rows[point][1] + (10 - point) * overhead <= 420
+
+
+def test_a_point_inside_a_turn_moves_to_the_turns_end():
+    rows = [(depth, 100 * (depth + 1)) for depth in range(10)]
+    assert budget.compaction_point(rows, 10, 1100, 520) == 6  # 5 would fit; its turn ends at 6
+
+
+def test_the_newest_node_stays_verbatim_even_when_it_alone_exceeds_the_target():
+    rows = [(depth, 100 * (depth + 1)) for depth in range(10)]
+    assert budget.compaction_point(rows, 10, 1100, 10) == 9
+
+
+def test_there_is_no_compaction_point_when_only_the_newest_node_is_uncovered():
+    assert budget.compaction_point([], 10, 1100, 10) is None
+
+
+def test_a_summary_may_take_a_fifth_of_the_room_up_to_its_ceiling():
+    assert budget.summary_budget(1000, 1200) == 200
+    assert budget.summary_budget(100_000, 1200) == 1200

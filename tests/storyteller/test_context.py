@@ -7,6 +7,7 @@ from campaigns.models import CanonRule
 from storyteller import context, tokens
 from storyteller.context import Action, ContextOverflow, budget
 from tests.campaigns.test_lineage import act
+from tests.storyteller.test_context_checkpoints import build_compacting
 
 
 def build(campaign, action=None):
@@ -53,18 +54,18 @@ def test_canon_is_labelled_level_one_and_disabled_rules_are_left_out(campaign):
 def test_the_reply_reserve_is_never_spent_on_history(campaign):
     for turn in range(30):
         act(campaign, f"walk further {turn}", "You walk on through the long wet grass. " * 20)
-    ctx = build(campaign)
+    ctx = build_compacting(campaign)
     report = ctx.report["budget"]
     assert report["reply_reserve"] == campaign.max_output_tokens + 64
     assert report["prompt_tokens"] + report["reply_reserve"] <= campaign.context_token_budget
-    assert ctx.report["dropped"], "a long story must drop old turns in this small budget"
+    assert ctx.report["checkpoint"], "a long story is summarised, not cut, in this small budget"
 
 
 def test_history_keeps_whole_turns_newest_first_without_gaps(campaign):
     for turn in range(30):
         act(campaign, f"walk further {turn}", f"Reply number {turn}. " + "Grass and rain. " * 30)
-    ctx = build(campaign)
-    history = [m["content"] for m in ctx.messages[1:-1]]
+    ctx = build_compacting(campaign)
+    history = [m["content"] for m in ctx.messages[2:-1]]
     assert history[0].startswith("The player's character acts: walk further"), "a kept turn starts with its action"
     assert history[-1].startswith("Reply number 29.")
     numbers = [int(m.split()[2].rstrip(".")) for m in history if m.startswith("Reply number")]
@@ -108,11 +109,11 @@ def test_continue_mode_needs_no_text(campaign):
     assert ctx.messages[-1]["content"] == "The player asks you to continue the story."
 
 
-def test_what_is_dropped_is_reported_with_its_exact_cost(campaign):
+def test_nothing_of_the_story_is_reported_dropped_it_is_summarised(campaign):
     for turn in range(30):
         act(campaign, f"walk further {turn}", "You walk on through the long wet grass. " * 20)
-    ctx = build(campaign)
+    ctx = build_compacting(campaign)
     history = next(s for s in ctx.report["sections"] if s["key"] == "history")
-    every_node = sum(n.tokens + budget.MESSAGE_OVERHEAD for n in lineage.path_of(campaign).nodes())
-    assert history["tokens"] + ctx.report["dropped"][0]["tokens"] == every_node
-    assert ctx.report["dropped"][0]["what"].startswith(f"{61 - len(history['components'])} older passage(s), depths 0")
+    start, end = ctx.report["history"]["covered"]
+    assert (start, end + 1 + len(history["components"])) == (0, 61)
+    assert not [d for d in ctx.report["dropped"] if d["key"] == "history"]

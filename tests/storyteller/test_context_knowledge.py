@@ -10,6 +10,7 @@ from storyteller.context import knowledge as framing
 from tests.campaigns.test_lineage import act
 from tests.conftest import make_campaign
 from tests.knowledge.conftest import import_fixture, library  # noqa: F401 (fixture)
+from tests.storyteller.test_context_checkpoints import build_compacting
 
 WARP = "I ask whether ships here use warp drives to cross between the stars"
 DRAGON = "I ask the old woman whether a dragon sleeps beneath the abbey, dreaming of gold"
@@ -172,8 +173,8 @@ def test_canon_keeps_its_place_when_the_knowledge_budget_is_tight(library, campa
 def test_unspent_knowledge_budget_returns_to_history(library, campaign):
     for n in range(30):
         act(campaign, f"walk on {n}", "The road goes on under the grey sky. " * 8)
-    quiet = build(campaign, "I check the fuel gauge on the spaceship console")
-    busy = build(campaign, WARP)
+    quiet = build_compacting(campaign, Action(mode="do", text="I check the fuel gauge on the spaceship console"))
+    busy = build_compacting(campaign, Action(mode="do", text=WARP))
     assert quiet.report["budget"]["knowledge_tokens"] == 0
     spent = busy.report["budget"]["knowledge_tokens"]
     assert spent > 0

@@ -6,6 +6,7 @@ from campaigns.state import apply_events, selection
 from storyteller.context import Action, build
 from tests.campaigns.test_lineage import act
 from tests.conftest import make_campaign
+from tests.storyteller.test_context_checkpoints import build_compacting
 
 
 def ev(type, subject="", object="", value="", **extra):
@@ -110,11 +111,12 @@ def test_each_state_line_in_the_report_carries_its_authority_and_provenance(camp
 def test_state_is_protected_so_history_gives_way_first(campaign):
     act(campaign, "enter", "word " * 400)
     record(campaign, ev("introduce", "tavern", "place"), ev("scene", "", "tavern", "A quiet evening."))
-    campaign.context_token_budget = 1100
+    campaign.context_token_budget = 1300
     campaign.save()
-    ctx = context_for(campaign, "wait")
+    campaign.refresh_from_db()
+    ctx = build_compacting(campaign, Action(mode="do", text="wait"))
     assert "Scene: A quiet evening." in ctx.messages[-1]["content"]
-    assert any(item["key"] == "history" for item in ctx.report["dropped"])
+    assert ctx.report["history"]["covered"], "history gives way to a summary, never the state"
 
 
 def test_state_lines_beyond_the_limit_are_reported_as_left_out(campaign):
