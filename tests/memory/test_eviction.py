@@ -89,13 +89,29 @@ def test_the_order_is_smallest_hole_first_recomputed_after_every_removal_on_rand
     import random
 
     # One span length per bank, so no range lies inside an earlier one and a removal only widens holes
-    # (summarised blocks never nest), the premise of the heap's lazy re-check.
+    # (summarised blocks never nest).
     rng = random.Random(4)
     for _ in range(300):
         bank, span = [], rng.randrange(12)
         for pk in rng.sample(range(1, 500), rng.randrange(0, 30)):
             start = None if rng.random() < 0.15 else rng.randrange(60)
             bank.append(Entry(pk, start, None if start is None else start + span,
+                              rng.random() < 0.15, float(rng.randrange(4)), rng.randrange(3)))
+        frozen = {e.id for e in bank if rng.random() < 0.1}
+        assert eviction.eviction_order(bank, frozen=frozen) == _one_at_a_time(bank, frozen)
+
+
+def test_the_order_stays_smallest_hole_first_when_ranges_nest():
+    import random
+
+    # Spans differ within a bank, so a range can lie inside another and a removal can shrink a neighbour's hole;
+    # the order must still follow the rule written out plainly.
+    rng = random.Random(5)
+    for _ in range(500):
+        bank = []
+        for pk in rng.sample(range(1, 500), rng.randrange(0, 30)):
+            start = None if rng.random() < 0.15 else rng.randrange(60)
+            bank.append(Entry(pk, start, None if start is None else start + rng.randrange(15),
                               rng.random() < 0.15, float(rng.randrange(4)), rng.randrange(3)))
         frozen = {e.id for e in bank if rng.random() < 0.1}
         assert eviction.eviction_order(bank, frozen=frozen) == _one_at_a_time(bank, frozen)
