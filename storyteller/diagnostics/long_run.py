@@ -66,7 +66,7 @@ NOT_RECOVERED = {
     "selected_but_not_injected": "not_recovered:not_injected",
 }
 
-# Filler the player walks through: none of it names the planted fact (checked in _action_for).
+# Filler the player walks through: none of it names the planted fact (tests/storyteller/test_long_run.py).
 _PLACES = ("the harbour steps", "the rope walk", "the chandler's yard", "the fish market", "the old mill",
            "the ferry landing", "the salt sheds", "the lamplighter's lane", "the net lofts", "the tide pools",
            "the customs house", "the bell tower stairs", "the orchard gate")
@@ -214,7 +214,7 @@ async def play(run, *, stop_after=None, say=lambda line: None):
 
 async def _play_one(run, turn):
     started = time.perf_counter()
-    action = _action_for(run, turn)
+    action = action_for(run, turn)
     try:
         result = await turns.play_turn(run["campaign"], action, _ignore)
     except turns.TurnFailed as error:
@@ -230,7 +230,7 @@ async def _ignore(text):
     pass
 
 
-def _action_for(run, turn):
+def action_for(run, turn):
     """Return turn ``turn``'s action: a pure function of the turn number, so a resumed run plays the same."""
     fact = run["fact"]
     if fact and turn == fact["turn"]:
@@ -253,7 +253,7 @@ def _committed(run):
     replies = dict(nodes.filter(role=Node.Role.NARRATOR).values_list("depth", "id"))
     committed = campaign.head_depth // 2
     for turn in range(1, committed + 1):
-        if players.get(2 * turn - 1) != _action_for(run, turn).text:
+        if players.get(2 * turn - 1) != action_for(run, turn).text:
             raise RunError(f"Campaign {campaign.pk} was played outside the harness (turn {turn} is not the "
                            "harness's action), so the run cannot resume; start a new run without --resume.")
     run["timeline"] = [entry for entry in run["timeline"] if entry["turn"] <= committed]
@@ -345,12 +345,12 @@ def _judge(run):
     diagnosis = diagnose(campaign, fact, recall)
     run["recall"] = {"turn": recall_turn, "node": recall.pk, "reply": recall.text}
     run["isolation"] = isolated.to_json()
-    run["preconditions"] = _preconditions(run["first_failures"], isolated.checks)
+    run["preconditions"] = preconditions_held(run["first_failures"], isolated.checks)
     run["diagnosis"] = diagnosis.to_json()
     run["verdict"] = verdict(run["preconditions"], diagnosis.verdict)
 
 
-def _preconditions(first_failures, checks):
+def preconditions_held(first_failures, checks):
     """Return each §C.5 precondition: held on every turn (``first_failures``) and at recall (``checks``, by name).
 
     A check the isolation did not make leaves its precondition unknown (None), never held.

@@ -9,8 +9,10 @@ from django.urls import reverse
 from campaigns import lineage
 from campaigns.models import Campaign, Node
 from storyteller.diagnostics import long_run
+from storyteller.diagnostics.isolation import Check
 from storyteller.diagnostics.stubs import DiagnosticStubs
 from storyteller.llm.fake_server import FakeModelServer
+from tests.campaigns.test_lineage import act
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -87,8 +89,6 @@ def test_a_model_server_failure_stops_the_run_clearly_and_resume_finishes_it(own
 
 
 def test_a_campaign_played_outside_the_harness_is_not_resumed(owner, narrator_server, runs):
-    from tests.campaigns.test_lineage import act
-
     call_command("long_run", turns=6, owner="reader", stop_after=2)
     act(Campaign.objects.get(pk=the_run()["campaign"]), "I wander off the script.")
     with pytest.raises(CommandError, match="played outside the harness"):
@@ -156,9 +156,8 @@ def test_a_campaign_without_a_run_has_no_report_and_no_link_to_one(client, owner
     assert url not in client.get(reverse("play", args=[campaign.pk])).content.decode()
 
 
-def test_a_hundred_turns_against_the_stubs_recover_the_fact_through_memory_alone(client, owner, outsider,
-                                                                                stub_server, runs):
-    call_command("long_run", turns=100, independent_fact=True, owner="reader")
+def test_a_hundred_turns_against_the_stubs_recover_the_fact_through_memory_alone(client, owner, outsider, runs):
+    call_command("long_run", turns=100, independent_fact=True, stubs=True, owner="reader")
     run = the_run()
     assert run["verdict"] == RECOVERED and run["status"] == "complete"
     assert run["first_failures"] == {name: None for name in long_run.TRACKED}
@@ -208,3 +207,42 @@ def test_a_run_interrupted_half_way_and_resumed_measures_what_an_uninterrupted_r
     ranked = [run["diagnosis"]["stages"]["ranked"] for run in (resumed, straight)]
     assert [(r["rank"], r["of"], r["final_score"]) for r in ranked][0] == [(r["rank"], r["of"], r["final_score"])
                                                                           for r in ranked][1]
+
+
+def test_a_fact_restated_by_the_narrator_and_recorded_in_state_is_caught_at_its_turn_and_never_recovered(
+        stub_server, owner, runs):
+    call_command("long_run", turns=10, independent_fact=True, owner="reader", stop_after=6)
+    # Turn 7 (depth 14, past the plant's block): the narrator brings the sundial up, and the recorder keeps it.
+    stub_server.script("The travellers pass the tavern, where Mara's amber sundial still sits on the top shelf.")
+    stub_server.script_json({"events": [{"type": "add_fact", "subject": "", "object": "", "narrator_only": False,
+                                         "value": "Mara keeps an amber sundial in the tavern."}]})
+    call_command("long_run", resume=True, stop_after=1)
+    call_command("long_run", resume=True)
+    run = the_run()
+    assert run["first_failures"] == {"absent_from_state": 7, "absent_from_summary": None,
+                                     "absent_from_later_narration": 7}
+    assert [e["checks"]["absent_from_later_narration"] for e in run["timeline"][5:8]] == [True, False, True]
+    assert not run["timeline"][9]["checks"]["absent_from_state"]  # still in the state three turns on
+    assert run["preconditions"]["absent_from_state"] is False
+    assert run["preconditions"]["absent_from_later_narration"] is False
+    assert run["verdict"].startswith("precondition_failed:") and run["verdict"] != RECOVERED
+
+
+def test_each_precondition_holds_only_if_it_held_on_every_turn_and_at_recall():
+    clean = {name: Check(True, "") for name in ("state_document", "state_snapshots", "later_narration", "summary",
+                                               "knowledge", "recent_history", "state_section")}
+    never = {name: None for name in long_run.TRACKED}
+    assert long_run.preconditions_held(never, clean) == {name: True for name in long_run.PRECONDITIONS}
+    # A summary that carried the fact at turn 9 and rotated out by the recall still fails the run.
+    assert long_run.preconditions_held(never | {"absent_from_summary": 9}, clean)["absent_from_summary"] is False
+    assert long_run.preconditions_held(never, clean | {"state_section": Check(False, "")})["absent_from_state"] is False
+    unjudged = {name: check for name, check in clean.items() if name != "knowledge"}
+    assert long_run.preconditions_held(never, unjudged)["absent_from_knowledge"] is None
+
+
+def test_the_harness_player_names_the_fact_only_when_planting_it_and_asking_for_it():
+    run = {"turns": 300, "fact": {"text": long_run.PLANT, "turn": long_run.PLANT_TURN, "recall": long_run.RECALL}}
+    fact = long_run.planted_fact()
+    naming = [turn for turn in range(1, 302) if fact.leaks(long_run.action_for(run, turn).text)]
+    assert naming == [long_run.PLANT_TURN, 301]
+    assert fact.carries(long_run.action_for(run, long_run.PLANT_TURN).text)

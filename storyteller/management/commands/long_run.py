@@ -1,10 +1,14 @@
 import asyncio
+import contextlib
 
 from django.contrib.auth import get_user_model
 from django.core.management.base import BaseCommand, CommandError
+from django.test import override_settings
 
 from storyteller import signin
 from storyteller.diagnostics import long_run
+from storyteller.diagnostics.stubs import DiagnosticStubs
+from storyteller.llm.fake_server import FakeModelServer
 
 
 class Command(BaseCommand):
@@ -22,12 +26,26 @@ class Command(BaseCommand):
         parser.add_argument("--campaign", type=int, help="With --resume: the run's campaign (default: the newest "
                             "unfinished run).")
         parser.add_argument("--stop-after", type=int, help="Play at most this many turns now; --resume goes on.")
+        parser.add_argument("--stubs", action="store_true",
+                            help="Play against the deterministic stubs of seed 004 §C.4 (script narrator, best-case "
+                            "summariser, concept embedder) on a fake model server on a free loopback port, instead of "
+                            "the configured server.")
         parser.add_argument("--owner", help="Who owns the run's campaign (default: the local owner).")
         parser.add_argument("--context-budget", type=int, default=4096, help="The campaign's context_token_budget.")
         parser.add_argument("--max-output", type=int, default=200, help="The campaign's max_output_tokens.")
 
-    def handle(self, *args, turns, independent_fact, resume, campaign, stop_after, owner, context_budget, max_output,
-               **options):
+    def handle(self, *args, stubs, **options):
+        with contextlib.ExitStack() as stack:
+            if stubs:
+                stubbed = DiagnosticStubs(facts=[long_run.planted_fact()])
+                server = stack.enter_context(FakeModelServer(stubs=stubbed))
+                stack.enter_context(override_settings(
+                    STORYTELLER_LLM_URL=server.url, STORYTELLER_LLM_URL_CONFIGURED=True, STORYTELLER_LLM_API="ollama"))
+                self.stdout.write(f"Stub model server on {server.url}")
+            self._run(**options)
+
+    def _run(self, *, turns, independent_fact, resume, campaign, stop_after, owner, context_budget, max_output,
+             **options):
         try:
             if resume:
                 if independent_fact:
