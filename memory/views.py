@@ -14,8 +14,8 @@ from campaigns import lineage
 from campaigns.models import Node
 from campaigns.views import campaign_for_user
 
-from . import bank
-from .models import Memory, MemoryRun
+from . import bank, checkpoints
+from .models import Checkpoint, CheckpointRun, Memory, MemoryRun
 
 # What each button asks of bank.set_flags.
 FLAGS = {
@@ -86,3 +86,33 @@ def memory_update(request, pk, memory_pk):
     except ValueError as error:
         return render_panel(request, campaign, error=f"Nothing was changed: {error}")
     return render_panel(request, campaign, message=f"Memory #{memory.pk}: {action} done.")
+
+
+def plot_context(campaign, *, message="", error=""):
+    """Return what ``memory/_plot_panel.html`` renders: this line's summary, its anchor and range, and why others
+    on the line are not used."""
+    path = lineage.path_of(campaign)
+    lookup = checkpoints.look_up(path)
+    head = path.nodes().filter(depth=campaign.head_depth, role=Node.Role.NARRATOR).first()
+    return {
+        "campaign": campaign,
+        "summary": lookup.checkpoint,
+        "rejected": lookup.rejected,
+        "elsewhere": Checkpoint.objects.filter(campaign=campaign).exclude(path.clause()).count(),
+        "run": CheckpointRun.objects.filter(node=head).first() if head else None,
+        "plot_message": message,
+        "plot_error": error,
+    }
+
+
+def render_plot(request, campaign, **extra):
+    """Return the Plot panel fragment for htmx, or the plot page around it."""
+    campaign.refresh_from_db()
+    template = "memory/_plot_panel.html" if request.htmx else "memory/plot.html"
+    return render(request, template, plot_context(campaign, **extra))
+
+
+@login_required
+@require_GET
+def plot_panel(request, pk):
+    return render_plot(request, campaign_for_user(request, pk))

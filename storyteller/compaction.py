@@ -1,8 +1,10 @@
 """Compaction: ask the summariser for a new checkpoint when the story outgrows the prompt (seed 001).
 
-The builder decides when and how far (``NeedsCompaction``: the path, the
-depth to cover through, the summary's budget, the stable prefix's hash); this
-module asks the model and hands the text to ``memory.checkpoints.write``. The
+The builder decides when and how far (``NeedsCompaction`` carries a
+``Compaction`` plan: the path, the depth to cover through, the summary's
+budget, the stable prefix's hash); this module asks the model and hands the
+text to ``memory.checkpoints.write``. The Plot panel's rebuild and a summary
+the person types come through here too. The
 summariser is shown only what is eligible: the previous eligible checkpoint's
 summary and the path's nodes after it, never a sibling line's. A long stretch
 goes in bounded rolling chunks and only the final, self-contained summary is
@@ -24,7 +26,7 @@ from django.conf import settings
 from campaigns import lineage
 from campaigns.models import Campaign, Node
 from memory import blocks, checkpoints
-from memory.models import CheckpointRun
+from memory.models import Checkpoint, CheckpointRun
 
 from . import context, llm, tokens
 from .context import budget, layers
@@ -60,7 +62,7 @@ class CompactionFailed(Exception):
 @dataclass(frozen=True)
 class _Job:
     campaign: Campaign
-    need: budget.NeedsCompaction
+    plan: budget.Compaction
     previous: str
     passages: list  # (depth, rendered text), oldest first
     narrator: object
@@ -69,9 +71,9 @@ class _Job:
     words: int
 
 
-async def compact(need):
-    """Write the checkpoint ``need`` asks for and return it, or raise CompactionFailed saying why and what to do."""
-    job = await database_sync_to_async(_prepare)(need)
+async def compact(plan):
+    """Write the checkpoint ``plan`` asks for and return it, or raise CompactionFailed saying why."""
+    job = await database_sync_to_async(_prepare)(plan)
     summary = job.previous
     model = job.narrator.model
     for start, end, text in _chunks(job.passages, job.chunk_tokens):
@@ -88,20 +90,20 @@ async def compact(need):
         summary = _summary_of(reply, model)
     try:
         return await database_sync_to_async(checkpoints.write)(
-            need.path, need.through, summary, need.prefix_hash, model=model)
+            plan.path, plan.through, summary, plan.prefix_hash, model=model)
     except ValueError as error:
         raise CompactionFailed(f"The model {model} wrote a summary that cannot be used: {error}") from error
 
 
 async def checkpoint(node_id):
     """The post-turn step: compact ahead of need after reply ``node_id``; return the CheckpointRun status."""
-    need, node, error = await database_sync_to_async(_early_need)(node_id)
+    plan, node, error = await database_sync_to_async(_early_plan)(node_id)
     if node is None:
         return None
     status = CheckpointRun.Status.NOT_NEEDED
-    if need is not None:
+    if plan is not None:
         try:
-            await compact(need)
+            await compact(plan)
             status = CheckpointRun.Status.WRITTEN
         except CompactionFailed as failure:
             error = f"{failure} It is retried after the next reply."
@@ -114,7 +116,56 @@ async def checkpoint(node_id):
     return status
 
 
-def _early_need(node_id):
+async def rebuild(campaign_id):
+    """Write the current line's summary afresh from its passages alone (the Plot panel's rebuild); return it.
+
+    It covers what the current summary covers (or, with none, all but the
+    newest turn) and is seeded from nothing, so a bad summary is not carried on.
+    """
+    plan = await database_sync_to_async(_rebuild_plan)(campaign_id)
+    return await compact(plan)
+
+
+def write_by_hand(campaign, text):
+    """Record the summary the person typed, sitting at the head where they typed it; return it.
+
+    It covers what the current summary covers, so the passages after it stay
+    verbatim; with no summary yet, everything but the newest turn. Raise
+    ValueError saying what to change.
+    """
+    path = lineage.path_of(campaign)
+    prefix = context.prefix_hash(campaign)
+    current = checkpoints.eligible_checkpoint(path, prefix)
+    end = current.source_end if current else _uncovered_end(campaign.head_depth)
+    return checkpoints.write(path, end, text, prefix, anchor=(campaign.head_branch_id, campaign.head_depth),
+                             origin=Checkpoint.Origin.PERSON)
+
+
+def _uncovered_end(head_depth):
+    if head_depth < 2:
+        raise ValueError("The story has nothing to summarise before its newest passage yet; play a turn first.")
+    return head_depth - 2
+
+
+def _rebuild_plan(campaign_id):
+    campaign = Campaign.objects.get(pk=campaign_id)
+    path = lineage.path_of(campaign)
+    try:
+        # Only the room and the current summary are wanted here, so the build never asks to compact.
+        report = context.build(campaign, path, context.Action(mode="continue"), compact_above=float("inf")).report
+    except context.ContextOverflow as error:
+        raise CompactionFailed(str(error)) from error
+    current = report["checkpoint"]
+    try:
+        end = current["source_end"] if current else _uncovered_end(path.head_depth)
+    except ValueError as error:
+        raise CompactionFailed(str(error)) from error
+    room = report["budget"]["branch_allowance"]
+    return budget.Compaction(path, end, budget.summary_budget(room, checkpoints.MAX_SUMMARY_TOKENS),
+                             context.prefix_hash(campaign))
+
+
+def _early_plan(node_id):
     """Return (the compaction due from the early watermark or None, the node, an error) for reply ``node_id``."""
     node = Node.objects.filter(pk=node_id, role=Node.Role.NARRATOR).first()
     if node is None:
@@ -124,38 +175,37 @@ def _early_need(node_id):
     try:
         context.build(campaign, path, context.Action(mode="continue"), compact_above=budget.EARLY_WATERMARK)
     except context.NeedsCompaction as need:
-        return need, node, ""
+        return need.plan, node, ""
     except context.ContextOverflow as error:
         return None, node, str(error)
     return None, node, ""
 
 
-def _prepare(need):
-    campaign = Campaign.objects.get(pk=need.path.campaign_id)
-    path = need.path
+def _prepare(plan):
+    campaign = Campaign.objects.get(pk=plan.path.campaign_id)
     previous = ""
-    if need.previous_end >= 0:
-        current = checkpoints.eligible_checkpoint(path, need.prefix_hash)
+    if plan.previous_end >= 0:
+        current = checkpoints.eligible_checkpoint(plan.path, plan.prefix_hash)
         # Seeded only from a summary that is itself eligible and whole on this path (seed 000 §11).
-        if current is None or current.source_end != need.previous_end:
+        if current is None or current.source_end != plan.previous_end:
             raise CompactionFailed("The summary this one continues is no longer usable; play the turn again.")
         previous = current.text
-    rows = path.nodes().filter(depth__gt=need.previous_end, depth__lte=need.through).values_list(
+    rows = plan.path.nodes().filter(depth__gt=plan.previous_end, depth__lte=plan.through).values_list(
         "depth", "role", "mode", "text")
     passages = [(depth, layers.render_action(mode, text) if role == Node.Role.PLAYER else text)
                 for depth, role, mode, text in rows]
-    words = max(20, need.summary_budget * 3 // 4)
-    num_predict = need.summary_budget + JSON_SLACK
+    words = max(20, plan.summary_budget * 3 // 4)
+    num_predict = plan.summary_budget + JSON_SLACK
     rules = tokens.count(RULES.format(words=words))
     chunk = (campaign.context_token_budget - budget.reply_reserve(num_predict) - rules - num_predict
              - 4 * budget.MESSAGE_OVERHEAD - JSON_SLACK)
-    if chunk < MIN_CHUNK_TOKENS or need.summary_budget <= 0:
+    if chunk < MIN_CHUNK_TOKENS or plan.summary_budget <= 0:
         raise CompactionFailed(
             f"The {campaign.context_token_budget:,}-token window leaves no room to summarise the story "
             f"({chunk:,} tokens a chunk).")
     options = llm.ChatOptions(num_predict=num_predict, num_ctx=campaign.context_token_budget, temperature=0.0)
     narrator = llm.narrator_for(campaign.narrator_model or None)
-    return _Job(campaign, need, previous, passages, narrator, options, chunk, words)
+    return _Job(campaign, plan, previous, passages, narrator, options, chunk, words)
 
 
 def _chunks(passages, limit):

@@ -114,7 +114,7 @@ async def _prepare_compacting(campaign_id, action, retry):
         return await database_sync_to_async(_prepare)(campaign_id, action, retry)
     except context.NeedsCompaction as need:
         try:
-            await compaction.compact(need)
+            await compaction.compact(need.plan)
         except compaction.CompactionFailed as failure:
             raise TurnFailed(
                 f"{need} {failure} Check that the model server is running and the narrator model can write JSON "

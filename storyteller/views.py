@@ -26,7 +26,7 @@ from campaigns.models import Branch, Campaign, Node, SavePoint
 from memory import bank as memory_bank
 from memory import views as memory_views
 
-from . import bundle, llm, memories, postturn, signin
+from . import bundle, compaction, llm, memories, postturn, signin
 from .diagnostics import long_run
 
 # The play page shows the newest part of the lineage; the rest is a link away.
@@ -320,3 +320,57 @@ async def rebuild_memory_vectors(request, pk):
     embedded, note = await memories.embed_missing(campaign)
     message = f"Rebuilt {embedded} memory embedding{'s' if embedded != 1 else ''}."
     return await sync_to_async(memory_views.render_panel)(request, campaign, message=message, error=note)
+
+
+@login_required
+@require_POST
+def edit_plot(request, pk):
+    """Save the summary the person typed, at the head where they typed it; return the Plot panel."""
+    campaign = campaign_views.campaign_for_user(request, pk)
+    try:
+        written = compaction.write_by_hand(campaign, request.POST.get("text", ""))
+    except ValueError as error:
+        return memory_views.render_plot(request, campaign, error=f"Nothing was saved: {error}")
+    return memory_views.render_plot(request, campaign, message=(
+        f"Saved. It covers depths 0–{written.source_end} and sits here (depth {written.depth}): the narrator reads it "
+        "from the next turn, on this line only."))
+
+
+@login_required
+@require_POST
+async def rebuild_plot(request, pk):
+    """Ask the summariser for this line's summary afresh from the story itself; return the Plot panel."""
+    user = await request.auser()
+    campaign = await aget_object_or_404(Campaign, pk=pk, owner=user)
+    try:
+        written = await compaction.rebuild(campaign.pk)
+    except compaction.CompactionFailed as error:
+        return await sync_to_async(memory_views.render_plot)(
+            request, campaign, error=f"The summary was not rebuilt: {error} The story is unchanged.")
+    return await sync_to_async(memory_views.render_plot)(
+        request, campaign, message=f"Rebuilt from depths 0–{written.source_end} of the story.")
+
+
+@login_required
+@require_GET
+def worker_status(request, pk):
+    """Return what the post-turn worker has done for the head reply (the play page polls it while it runs)."""
+    campaign = campaign_views.campaign_for_user(request, pk)
+    if not request.htmx:
+        return redirect("play", campaign.pk)
+    return render(request, "storyteller/_worker_status.html", {"campaign": campaign, "worker": postturn.status(campaign)})
+
+
+@login_required
+@require_POST
+async def retry_worker(request, pk):
+    """Run the post-turn steps for the head reply again (a step that already succeeded skips itself)."""
+    user = await request.auser()
+    campaign = await aget_object_or_404(Campaign, pk=pk, owner=user)
+    worker = await sync_to_async(postturn.status)(campaign)
+    if worker.node_id is not None:
+        await postturn.schedule(campaign.pk, worker.node_id)
+    if not request.htmx:
+        return redirect("play", campaign.pk)
+    return await sync_to_async(render)(request, "storyteller/_worker_status.html",
+                                       {"campaign": campaign, "worker": await sync_to_async(postturn.status)(campaign)})

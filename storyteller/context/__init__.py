@@ -1,9 +1,9 @@
 """The context builder: what the narrator is told on each turn, and why."""
 
 from .budget import ContextOverflow, HistoryEntryTooLarge, NeedsCompaction
-from .builder import Action, Context, build, knowledge_query, memory_query, message_for, node_tokens
+from .builder import Action, Context, build, knowledge_query, memory_query, message_for, node_tokens, prefix_hash
 
 __all__ = [
     "Action", "Context", "ContextOverflow", "HistoryEntryTooLarge", "NeedsCompaction", "build", "knowledge_query",
-    "memory_query", "message_for", "node_tokens",
+    "memory_query", "message_for", "node_tokens", "prefix_hash",
 ]

@@ -4,6 +4,8 @@ No database, no model: plain numbers in, plain numbers out, so every rule here
 is tested directly (tests/storyteller/test_budget.py).
 """
 
+from dataclasses import dataclass
+
 # Covers the separators added after budgeting and the drift between our
 # tokenizer and the serving model's (seed 000 §32): fixed, because what it
 # absorbs does not grow with the window.
@@ -53,24 +55,28 @@ SUMMARY_SHARE = 0.20
 EARLY_WATERMARK = 0.60
 
 
+@dataclass(frozen=True)
+class Compaction:
+    """What to summarise: ``path`` from the opening through ``through``, continuing the summary that ends at
+    ``previous_end`` (-1: none), in at most ``summary_budget`` tokens, bound to the stable prefix ``prefix_hash``."""
+
+    path: object
+    through: int
+    summary_budget: int
+    prefix_hash: str
+    previous_end: int = -1
+
+
 class NeedsCompaction(ContextOverflow):
-    """The story's verbatim history passed the high watermark: summarise through ``through`` first.
+    """The story's summary and verbatim history passed the watermark: carry out ``plan`` first, then build again."""
 
-    Carries what the compaction needs: the path, the depth to cover through,
-    the summary's token budget and the stable prefix's hash.
-    """
-
-    def __init__(self, *, path, through, summary_budget, prefix_hash, used, room, previous_end):
-        self.path = path
-        self.through = through
-        self.summary_budget = summary_budget
-        self.prefix_hash = prefix_hash
-        self.previous_end = previous_end
+    def __init__(self, plan, *, used, room):
+        self.plan = plan
         Exception.__init__(
             self,
             f"The story's summary and recent passages take {used:,} of the {room:,} tokens the prompt leaves for "
-            f"the story (more than {HIGH_WATERMARK:.0%}), so depths 0–{through} must be summarised before this turn "
-            "is sent.",
+            f"the story (more than {HIGH_WATERMARK:.0%}), so depths 0–{plan.through} must be summarised before this "
+            "turn is sent.",
         )
 
 

@@ -73,12 +73,7 @@ def build(campaign, path, action, *, model="", api="", seed=None, query=None, me
     (the caller summarises and builds again); ``HistoryEntryTooLarge`` when the newest
     passage alone does not fit.
     """
-    stable = [layers.narrator_rules(campaign), layers.campaign_profile(campaign)]
-    canon = layers.canon(list(CanonRule.objects.filter(campaign=campaign, enabled=True)))
-    if canon:
-        stable.append(canon)
-    has_knowledge = knowledge.has_knowledge(campaign)
-    standing_dropped = _standing_knowledge(campaign, stable) if has_knowledge else []
+    stable, has_knowledge, standing_dropped = _stable_prefix(campaign)
     remembered, memory_report = _memory_section(campaign, path, action, memory_query)
     tail = [*remembered, *_state_section(campaign, path, action), *_dynamic_tail(action)]
     for section in stable + tail:
@@ -114,6 +109,23 @@ def build(campaign, path, action, *, model="", api="", seed=None, query=None, me
     if has_knowledge:
         _report_knowledge(report, sections, knowledge_report, standing_dropped, knowledge_tokens)
     return Context(messages=messages, sections=sections, report=report)
+
+
+def _stable_prefix(campaign):
+    """Return the stable prefix's sections, whether the campaign has knowledge, and the standing knowledge left out."""
+    stable = [layers.narrator_rules(campaign), layers.campaign_profile(campaign)]
+    canon = layers.canon(list(CanonRule.objects.filter(campaign=campaign, enabled=True)))
+    if canon:
+        stable.append(canon)
+    has_knowledge = knowledge.has_knowledge(campaign)
+    standing_dropped = _standing_knowledge(campaign, stable) if has_knowledge else []
+    return stable, has_knowledge, standing_dropped
+
+
+def prefix_hash(campaign):
+    """Return the hash of the stable prefix a build for ``campaign`` would send now (what a checkpoint is bound to)."""
+    stable, _, _ = _stable_prefix(campaign)
+    return checkpoints.prefix_hash("\n\n".join(section.text for section in stable))
 
 
 def knowledge_query(campaign, path, action):
@@ -228,8 +240,8 @@ def _branch_context(path, system_text, room, compact_above):
         point = budget.compaction_point(uncovered.values_list("depth", "tokens_through"), path.head_depth,
                                         head_through, int(budget.LOW_WATERMARK * room) - allowed)
         if point is not None:
-            raise budget.NeedsCompaction(path=path, through=point, summary_budget=allowed, prefix_hash=prefix_hash,
-                                         used=used, room=room, previous_end=covered_end)
+            plan = budget.Compaction(path, point, allowed, prefix_hash, covered_end)
+            raise budget.NeedsCompaction(plan, used=used, room=room)
         if used > room:
             raise budget.HistoryEntryTooLarge(depth=path.head_depth, needed=used, room=room)
     rows = list(path.nodes().filter(depth__gt=covered_end).order_by("depth")

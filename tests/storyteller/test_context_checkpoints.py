@@ -16,7 +16,7 @@ LOOK = Action(mode="do", text="look around")
 
 def compact(need, text="SUMMARY: the story so far."):
     """Do what the turn does with a NeedsCompaction, with a summary written by hand."""
-    return checkpoints.write(need.path, need.through, text, need.prefix_hash, model="test")
+    return checkpoints.write(need.plan.path, need.plan.through, text, need.plan.prefix_hash, model="test")
 
 
 def build(campaign, action=LOOK, **options):
@@ -76,7 +76,7 @@ def test_history_is_never_shortened_without_a_checkpoint(campaign):
     with pytest.raises(NeedsCompaction) as caught:
         build(campaign)
     assert "must be summarised" in str(caught.value)
-    assert caught.value.through % 2 == 0 and caught.value.through < campaign.head_depth
+    assert caught.value.plan.through % 2 == 0 and caught.value.plan.through < campaign.head_depth
 
 
 def test_compaction_brings_the_story_back_below_the_low_watermark(campaign):

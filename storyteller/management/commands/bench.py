@@ -168,7 +168,8 @@ def _summarise_by_hand(campaign):
     try:
         context.build(campaign, lineage.path_of(campaign), context.Action(mode="do", text="look around"))
     except context.NeedsCompaction as need:
-        checkpoints.write(need.path, need.through, "The story so far, in a paragraph. " * 20, need.prefix_hash)
+        checkpoints.write(need.plan.path, need.plan.through, "The story so far, in a paragraph. " * 20,
+                          need.plan.prefix_hash)
 
 
 def _measure_commit(campaign, turns, repeat):
