@@ -45,7 +45,7 @@ class Command(BaseCommand):
             self._run(**options)
 
     def _run(self, *, turns, independent_fact, resume, campaign, stop_after, owner, context_budget, max_output,
-             **options):
+             verbosity, **options):
         try:
             if resume:
                 if independent_fact:
@@ -56,13 +56,14 @@ class Command(BaseCommand):
                                      independent_fact=independent_fact, context_token_budget=context_budget,
                                      max_output_tokens=max_output)
             self.stdout.write(f"Long run of campaign {run['campaign']}: {long_run.report_path(run['campaign'])}")
-            verbose = options["verbosity"] > 1
             run = asyncio.run(long_run.play(run, stop_after=stop_after,
-                                            say=self.stdout.write if verbose else lambda line: None))
+                                            say=self.stdout.write if verbosity > 1 else lambda line: None))
         except long_run.RunError as error:
             raise CommandError(str(error)) from error
-        committed = len(run["timeline"])
-        self.stdout.write(f"{run['status']}: {committed} turns in {run['elapsed_seconds']:.1f} s")
+        except KeyboardInterrupt:
+            raise CommandError("Interrupted: the run keeps every committed turn. Go on with: "
+                               "manage.py long_run --resume") from None
+        self.stdout.write(f"{run['status']}: {len(run['timeline'])} turns in {run['elapsed_seconds']:.1f} s")
         if run["status"] == "stopped":
             self.stdout.write(f"Go on with: manage.py long_run --resume --campaign {run['campaign']}")
         if run["verdict"]:
