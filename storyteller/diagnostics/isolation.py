@@ -4,7 +4,7 @@ Each check looks for any word of the planted fact (``Fact.leaks``, whole
 words), which is stricter than carrying the whole fact: a narrator that
 mentions the sundial without the teapot has still kept the thread alive.
 
-    state_document    the state after the recall path's last node, every record in full
+    state_document    the state after the path's last node (the recall reply), every record in full
     state_snapshots   every state record anchored on the path (retracted ones too)
     later_narration   every reply deeper than the planting block's end and before the recall turn
     summary           the active checkpoint on the path and the recall prompt's summary sections
@@ -65,7 +65,7 @@ def isolation(campaign, path, fact, recall_node):
     result = Isolation()
     checks = result.checks
 
-    document = story_state.state_at(path.capped(recall.depth - 2), campaign)
+    document = story_state.state_at(path, campaign)
     held = [record for record in document.slots.values() if fact.leaks(_record_text(record.value, record.data))]
     checks["state_document"] = _check(held, "the state holds no word of the fact",
                                       lambda: f"the state holds it in {', '.join(r.slot for r in held)}")

@@ -18,7 +18,7 @@ from dataclasses import asdict, dataclass, field
 import numpy as np
 
 from campaigns import lineage
-from campaigns.models import ContextSnapshot, Node
+from campaigns.models import Campaign, ContextSnapshot, Node
 from knowledge.importer import embedding_model
 from memory import bank, blocks, eviction, ranking
 from memory.models import Memory, MemoryVector
@@ -79,15 +79,16 @@ def diagnose(campaign, fact, recall_node):
 
 
 def _verdict(retained, ranked, injected):
-    if injected["in_stored_memories_used"] and injected["text_in_section"]:
-        return "injected"
-    if injected["in_stored_memories_used"]:
-        return "selected_but_not_injected"
+    """Return the first stage that failed: ranked means within top_k by score, selected what the turn stored."""
     if not retained["retained"]:
         return "created_but_evicted"
     if ranked["rank"] is None or ranked["rank"] > ranked["top_k_cutoff"]:
         return "retained_but_not_ranked"
-    return "ranked_but_not_selected"
+    if not injected["in_stored_memories_used"]:
+        return "ranked_but_not_selected"
+    if not injected["text_in_section"]:
+        return "selected_but_not_injected"
+    return "injected"
 
 
 def _created(campaign, path, fact, planted):
@@ -122,7 +123,7 @@ def _retained(campaign, memory):
     entries = bank.eviction_entries(campaign.pk)
     order = eviction.eviction_order(entries)
     position = order.index(memory.pk) + 1 if memory.pk in order else None
-    active = lineage.path_of(campaign)
+    active = lineage.path_of(Campaign.objects.get(pk=campaign.pk))  # the head now, not when ``campaign`` was read
     retained = not memory.forgotten and memory.enabled
     if memory.forgotten:
         reason = "forgotten: evicted over capacity, or forgotten by the person"
