@@ -25,6 +25,7 @@ from pathlib import Path
 
 from asgiref.sync import sync_to_async
 from django.conf import settings
+from django.test import override_settings
 from django.utils import timezone
 
 from campaigns import lineage, story
@@ -32,7 +33,7 @@ from campaigns.models import Campaign, Node, StateRecord
 from memory import checkpoints
 from memory.models import Memory, MemoryRun
 
-from .. import postturn, turns
+from .. import memories, postturn, turns
 from ..context import Action
 from .isolation import isolation
 from .retention import diagnose
@@ -107,8 +108,12 @@ def load(campaign_id):
         return None
 
 
-def start(owner, *, turns, independent_fact, context_token_budget=4096, max_output_tokens=200):
-    """Create the run's campaign and its file; return the run (play it with ``play``)."""
+def start(owner, *, turns, independent_fact, context_token_budget=4096, max_output_tokens=200, capacity=None):
+    """Create the run's campaign and its file; return the run (play it with ``play``).
+
+    ``capacity`` is the memory bank's for this run (default: the configured
+    one); a resumed run keeps it.
+    """
     if turns < PLANT_TURN + 1:
         raise RunError(f"--turns must be at least {PLANT_TURN + 1}, so the fact is planted and followed by a turn.")
     campaign = story.start_campaign(Campaign.objects.create(
@@ -130,7 +135,7 @@ def start(owner, *, turns, independent_fact, context_token_budget=4096, max_outp
             "embed_model": settings.STORYTELLER_EMBED_MODEL,
             "context_token_budget": context_token_budget,
             "max_output_tokens": max_output_tokens,
-            "memory_bank_capacity": settings.STORYTELLER_MEMORY_BANK_CAPACITY,
+            "memory_bank_capacity": capacity or memories.capacity(),
         },
         "status": "running",
         "started_at": timezone.now().isoformat(),
@@ -184,25 +189,8 @@ async def play(run, *, stop_after=None, say=lambda line: None):
     run["status"] = "running"
     started = time.perf_counter()
     try:
-        committed, unobserved = await sync_to_async(_committed)(run)
-        for turn, node_id in unobserved:
-            # Committed by a process that died before writing it down: finish its post-turn work, observe it.
-            await postturn.run(node_id)
-            await sync_to_async(_observe)(run, turn, node_id, None)
-        played = 0
-        while committed < run["turns"] + (1 if run["fact"] else 0):
-            if stop_after is not None and played >= stop_after:
-                run["status"] = "stopped"
-                return run
-            turn = committed + 1
-            entry = await _play_one(run, turn)
-            say(f"turn {turn}: depth {entry['depth']}, {entry['bank']['active']} memories, "
-                f"{entry['seconds']:.2f} s")
-            committed, played = turn, played + 1
-        if run["fact"]:
-            await sync_to_async(_judge)(run)
-        run["status"] = "complete"
-        return run
+        with override_settings(STORYTELLER_MEMORY_BANK_CAPACITY=run["settings"]["memory_bank_capacity"]):
+            return await _play(run, stop_after, say)
     except BaseException:
         if run["status"] == "running":
             run["status"] = "interrupted"
@@ -210,6 +198,28 @@ async def play(run, *, stop_after=None, say=lambda line: None):
     finally:
         run["elapsed_seconds"] = round(run["elapsed_seconds"] + time.perf_counter() - started, 3)
         await sync_to_async(_write)(run)
+
+
+async def _play(run, stop_after, say):
+    committed, unobserved = await sync_to_async(_committed)(run)
+    for turn, node_id in unobserved:
+        # Committed by a process that died before writing it down: finish its post-turn work, observe it.
+        await postturn.run(node_id)
+        await sync_to_async(_observe)(run, turn, node_id, None)
+    played = 0
+    while committed < run["turns"] + (1 if run["fact"] else 0):
+        if stop_after is not None and played >= stop_after:
+            run["status"] = "stopped"
+            return run
+        turn = committed + 1
+        entry = await _play_one(run, turn)
+        say(f"turn {turn}: depth {entry['depth']}, {entry['bank']['active']} memories, "
+            f"{entry['seconds']:.2f} s")
+        committed, played = turn, played + 1
+    if run["fact"]:
+        await sync_to_async(_judge)(run)
+    run["status"] = "complete"
+    return run
 
 
 async def _play_one(run, turn):

@@ -246,3 +246,22 @@ def test_the_harness_player_names_the_fact_only_when_planting_it_and_asking_for_
     naming = [turn for turn in range(1, 302) if fact.leaks(long_run.action_for(run, turn).text)]
     assert naming == [long_run.PLANT_TURN, 301]
     assert fact.carries(long_run.action_for(run, long_run.PLANT_TURN).text)
+
+
+def test_past_a_small_capacity_the_chart_shows_the_evictions_and_the_planting_era_memory_survives(
+        client, owner, stub_server, runs):
+    call_command("long_run", turns=40, independent_fact=True, owner="reader", capacity=4, stop_after=20)
+    call_command("long_run", resume=True)  # the run's capacity holds after a resume too
+    run = the_run()
+    assert run["settings"]["memory_bank_capacity"] == 4
+    assert max(entry["bank"]["active"] for entry in run["timeline"]) == 4
+    evicting = [entry["turn"] for entry in run["timeline"] if entry["bank"]["evicted"]]
+    assert evicting and sum(entry["bank"]["evicted"] for entry in run["timeline"]) == run["timeline"][-1]["bank"][
+        "forgotten"]
+    assert run["verdict"] == RECOVERED  # coverage-aware eviction keeps the earliest memory
+    assert run["diagnosis"]["stages"]["retained"]["memory_bank_capacity"] == 4
+
+    client.force_login(owner)
+    html = client.get(reverse("long_run_report", args=[run["campaign"]])).content.decode()
+    assert f"<title>turn {evicting[0]}: 1 evicted</title>" in html
+    assert f"turns whose post-turn pass evicted ({len(evicting)} in all)" in html
