@@ -37,16 +37,13 @@ from .. import memories, postturn, turns
 from ..context import Action
 from .isolation import isolation
 from .retention import diagnose
+from .scenarios import F, RECALL
 from .stubs import Fact
 
 VERSION = 1
 
-# The planted fact of seed 004 §K: carried when both words are there, leaked when either is.
-PLANT = ("I watch Mara slip the amber sundial inside the cracked teapot on the tavern's top shelf, "
-         "and she makes me promise to tell no one.")
-FACT_WORDS = ("sundial", "teapot")
-PLANT_TURN = 2  # depth 3: turn n's action is at depth 2n - 1
-RECALL = "Where did Mara hide the amber sundial? I try to remember exactly."
+# The scenarios' fact F and recall question (seed 004 §K), planted at depth 3 as §C.5 plants it.
+PLANT_TURN = 2  # turn n's action is at depth 2n - 1
 # Seed 004 §C.5: narration counts as "later" from six depths past the plant (one memory block).
 LATER_NARRATION_GAP = 6
 
@@ -126,7 +123,7 @@ def start(owner, *, turns, independent_fact, context_token_budget=4096, max_outp
         "title": campaign.title,
         "turns": turns,
         "independent_fact": independent_fact,
-        "fact": {"text": PLANT, "words": list(FACT_WORDS), "turn": PLANT_TURN, "depth": 2 * PLANT_TURN - 1,
+        "fact": {"text": F.text, "words": list(F.words), "turn": PLANT_TURN, "depth": 2 * PLANT_TURN - 1,
                  "recall": RECALL} if independent_fact else None,
         "settings": {
             "llm_url": settings.STORYTELLER_LLM_URL,
@@ -246,7 +243,7 @@ def action_for(run, turn):
     if fact and turn == fact["turn"]:
         return Action(mode=Node.Mode.STORY, text=fact["text"])
     if fact and turn == run["turns"] + 1:
-        return Action(mode=Node.Mode.SAY, text=fact["recall"])
+        return Action(mode=Node.Mode.DO, text=fact["recall"])
     place = _PLACES[turn % len(_PLACES)]
     return Action(mode=Node.Mode.DO, text=_DEEDS[(turn // len(_PLACES)) % len(_DEEDS)].format(place=place))
 
@@ -336,7 +333,7 @@ def _isolation_now(path, node, summary, fact, depth):
 
 def planted_fact():
     """Return the fact a run plants, for the stub model server to recognise (``DiagnosticStubs(facts=[...])``)."""
-    return Fact(PLANT, FACT_WORDS)
+    return F
 
 
 def _fact(run):

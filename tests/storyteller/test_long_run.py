@@ -241,8 +241,8 @@ def test_each_precondition_holds_only_if_it_held_on_every_turn_and_at_recall():
 
 
 def test_the_harness_player_names_the_fact_only_when_planting_it_and_asking_for_it():
-    run = {"turns": 300, "fact": {"text": long_run.PLANT, "turn": long_run.PLANT_TURN, "recall": long_run.RECALL}}
     fact = long_run.planted_fact()
+    run = {"turns": 300, "fact": {"text": fact.text, "turn": long_run.PLANT_TURN, "recall": long_run.RECALL}}
     naming = [turn for turn in range(1, 302) if fact.leaks(long_run.action_for(run, turn).text)]
     assert naming == [long_run.PLANT_TURN, 301]
     assert fact.carries(long_run.action_for(run, long_run.PLANT_TURN).text)
