@@ -111,8 +111,9 @@ def start(owner, *, turns, independent_fact, context_token_budget=4096, max_outp
     ``capacity`` is the memory bank's for this run (default: the configured
     one); a resumed run keeps it.
     """
-    if turns < PLANT_TURN + 1:
-        raise RunError(f"--turns must be at least {PLANT_TURN + 1}, so the fact is planted and followed by a turn.")
+    if turns < (PLANT_TURN + 1 if independent_fact else 1):
+        raise RunError(f"--turns must be at least {PLANT_TURN + 1} with --independent-fact (the fact is planted at "
+                       f"turn {PLANT_TURN} and must be followed by a turn), and at least 1 without.")
     campaign = story.start_campaign(Campaign.objects.create(
         owner=owner, title=f"Long run {timezone.localtime():%Y-%m-%d %H:%M}",
         context_token_budget=context_token_budget, max_output_tokens=max_output_tokens, **CAMPAIGN))
@@ -122,7 +123,6 @@ def start(owner, *, turns, independent_fact, context_token_budget=4096, max_outp
         "owner": owner.get_username(),
         "title": campaign.title,
         "turns": turns,
-        "independent_fact": independent_fact,
         "fact": {"text": F.text, "words": list(F.words), "turn": PLANT_TURN, "depth": 2 * PLANT_TURN - 1,
                  "recall": RECALL} if independent_fact else None,
         "settings": {

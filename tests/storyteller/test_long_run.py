@@ -95,11 +95,16 @@ def test_a_campaign_played_outside_the_harness_is_not_resumed(owner, narrator_se
         call_command("long_run", resume=True)
 
 
-def test_resume_names_what_is_missing(owner, runs):
+def test_a_run_that_cannot_start_or_go_on_says_what_to_change_and_creates_nothing(owner, runs):
     with pytest.raises(CommandError, match="No unfinished long run"):
         call_command("long_run", resume=True)
     with pytest.raises(CommandError, match="Campaign 999 has no long run"):
         call_command("long_run", resume=True, campaign=999)
+    with pytest.raises(CommandError, match="--turns must be at least 3 with --independent-fact"):
+        call_command("long_run", turns=2, independent_fact=True, owner="reader")
+    with pytest.raises(CommandError, match="There is no user 'nobody'; leave --owner out"):
+        call_command("long_run", turns=5, owner="nobody")
+    assert not Campaign.objects.exists() and not runs.exists()
 
 
 def test_the_verdict_is_the_first_precondition_that_fails_or_is_unknown_then_the_stage():
