@@ -22,7 +22,7 @@ from campaigns.models import Campaign, ContextSnapshot, Node, SavePoint
 from memory import bank
 from memory.models import Memory
 
-from .. import postturn, turns
+from .. import turns
 from ..context import Action
 from ..llm.fake_server import FakeModelServer
 from .isolation import isolation
@@ -159,8 +159,7 @@ async def _turn(campaign, action):
         pass
 
     result = await turns.play_turn(campaign.pk, action, relay)
-    await result.post_turn
-    await postturn.settle(campaign.pk)
+    await result.post_turn  # settled before the next turn, so eviction happens at a known turn
     return result.node_id
 
 

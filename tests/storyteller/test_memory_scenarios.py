@@ -1,8 +1,9 @@
 """The retention scenarios of seed 004 §C.4.1, played through play_turn and the post-turn worker against the
 stub server: every one must carry the planted fact to the recall prompt through memory alone.
 
-And the diagnostic's own negative controls: the isolation check fails when
-another layer carries the fact, and the verdict names the stage that failed.
+And the negative controls: the isolation check fails when another layer
+carries the fact, the verdict names the stage that failed, and a memory that
+contradicts the state loses and changes nothing (§J).
 """
 
 import pytest
@@ -14,6 +15,9 @@ from campaigns.models import Campaign, Node
 from knowledge import importer
 from memory import bank, blocks, checkpoints
 from memory.models import Memory
+from storyteller import turns
+from storyteller.context import Action
+from storyteller.context import memories as memory_section
 from storyteller.diagnostics import scenarios
 from storyteller.diagnostics.isolation import CHECKS, isolation
 from storyteller.diagnostics.retention import diagnose
@@ -153,3 +157,37 @@ async def test_the_diagnosis_names_the_first_stage_that_failed(owner):
     evicted = await diagnosed(forget=True)
     assert evicted.verdict == "created_but_evicted"
     assert evicted.stages["retained"]["forgotten"] and evicted.to_json()["verdict"] == "created_but_evicted"
+
+
+async def test_a_memory_that_contradicts_state_loses_and_changes_nothing(campaign, owner, narrator_server):
+    # Seed 004 §J: the state says the lamp is lit, a pinned memory says it never was.
+    @sync_to_async
+    def conflict():
+        story_state.correct(campaign, owner, {"type": "add_fact", "subject": "", "object": "",
+                                              "value": "The tavern lamp is lit."})
+        memory = bank.add_by_hand(campaign, "The tavern lamp was never lit that night.")
+        bank.set_flags(memory, pinned=True)
+        fresh = Campaign.objects.get(pk=campaign.pk)
+        return memory, story_state.state_at(lineage.path_of(fresh), fresh).slots
+
+    @sync_to_async
+    def after(node_id):
+        node = Node.objects.get(pk=node_id)
+        path = lineage.path_at(campaign.pk, node.branch_id, node.depth)
+        return story_state.state_at(path, campaign).slots, node.snapshot.report
+
+    memory, before = await conflict()
+
+    async def relay(_):
+        pass
+
+    result = await turns.play_turn(campaign.pk, Action("do", "I look at the lamp."), relay)
+    await result.post_turn
+    state, report = await after(result.node_id)
+    assert {slot: record.value for slot, record in state.items()} == \
+        {slot: record.value for slot, record in before.items()}
+    keys = [section["key"] for section in report["sections"]]
+    memories = report["sections"][keys.index("memories")]
+    assert memories["text"].startswith(memory_section.HEADER) and memory.text in memories["text"]
+    assert "The tavern lamp is lit." in report["sections"][keys.index("state")]["text"]
+    assert keys.index("memories") < keys.index("state")  # state is read last and settles the conflict
