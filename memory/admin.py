@@ -1,7 +1,7 @@
 from django.contrib import admin
 
 from . import bank
-from .models import Memory, MemoryRun
+from .models import Checkpoint, Memory, MemoryRun
 
 
 @admin.register(Memory)
@@ -50,6 +50,23 @@ class MemoryAdmin(admin.ModelAdmin):
 class MemoryRunAdmin(admin.ModelAdmin):
     list_display = ["node", "campaign", "status", "written", "evicted", "embedded", "attempts", "updated_at"]
     list_filter = ["status", "campaign"]
+
+    def has_add_permission(self, request):
+        return False
+
+    def has_change_permission(self, request, obj=None):
+        return False
+
+
+@admin.register(Checkpoint)
+class CheckpointAdmin(admin.ModelAdmin):
+    """Checkpoints are a cache: listed, inspected and deletable (the next turn that needs one rebuilds it),
+    never edited here — a summary's text is bound to its hash; the Plot panel writes a corrected one."""
+
+    list_display = ["id", "campaign", "branch", "depth", "source_start", "source_end", "origin", "model", "tokens",
+                    "created_at"]
+    list_filter = ["origin", "campaign"]
+    search_fields = ["text"]
 
     def has_add_permission(self, request):
         return False

@@ -1,10 +1,13 @@
 """The Plot panel: the current summary with its anchor and range, edited by the person (anchored where they typed
 it) and rebuilt by the summariser (seed 000 §11 "As implemented", issue 4 item 6)."""
 
+import re
+
 import pytest
 from django.urls import reverse
 
 from campaigns import lineage, story
+from campaigns.models import Node, StateRecord
 from memory import checkpoints
 from memory.models import Checkpoint
 from storyteller import context
@@ -146,3 +149,29 @@ def test_the_inspector_names_the_summarys_anchor_and_range_and_which_nodes_were_
     assert "Verbatim: depths 7–10 (4 passages, word for word)." in page
     assert "Covered by the checkpoint summary: depths 0–6." in page
     assert "&lt;em&gt;waited&lt;/em&gt;" in page and "<em>waited" not in page
+
+
+def test_deleting_every_checkpoint_changes_no_node_state_or_page(client_of, campaign):
+    play_to(campaign, 10)
+    summarised(campaign, 6, "A summary to delete.")
+    edit(client_of, campaign, "A typed one too.")
+
+    def snapshot():
+        page = client_of.get(reverse("play", args=[campaign.pk])).content.decode()
+        page = re.sub(r"[A-Za-z0-9]{64}", "", page)  # CSRF tokens are masked afresh on every render
+        campaign.refresh_from_db()
+        return (page, list(Node.objects.values()), list(StateRecord.objects.values()),
+                (campaign.head_branch_id, campaign.head_depth))
+
+    before = snapshot()
+    assert checkpoints.delete_all(campaign.pk) == 2
+    assert snapshot() == before
+
+
+def test_the_admin_lists_checkpoints_and_never_edits_one(admin_client, campaign):
+    play_to(campaign, 4)
+    checkpoint = summarised(campaign, 2, "Listed in the admin.")
+    listing = admin_client.get(reverse("admin:memory_checkpoint_changelist")).content.decode()
+    assert f">{checkpoint.pk}<" in listing
+    admin_client.post(reverse("admin:memory_checkpoint_change", args=[checkpoint.pk]), {"text": "Edited."})
+    assert Checkpoint.objects.get(pk=checkpoint.pk).text == "Listed in the admin."

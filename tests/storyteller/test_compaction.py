@@ -11,6 +11,7 @@ from asgiref.sync import sync_to_async
 
 from campaigns import lineage, story
 from campaigns.models import Campaign, ContextSnapshot, Node
+from memory import checkpoints
 from memory.models import Checkpoint, CheckpointRun
 from storyteller import context, tokens, turns
 from storyteller.context import Action, budget
@@ -261,3 +262,42 @@ def _rendered(messages):
 def _quick_timeouts(settings):
     settings.STORYTELLER_CHECKPOINT_TIMEOUT = 20
 
+
+
+async def test_a_new_line_is_never_seeded_from_the_abandoned_lines_summary(campaign, narrator_server):
+    await sync_to_async(long_story)(campaign)
+    narrator_server.script_json(summary_reply("LINE-A-SUMMARY of the first road."))
+    await play(campaign)
+    first = await Checkpoint.objects.aget()
+
+    @sync_to_async
+    def diverge_before_it():
+        campaign.refresh_from_db()
+        while campaign.head_depth > first.depth - 4:
+            story.undo(campaign)
+        long_story(campaign, turns=30)
+
+    await diverge_before_it()
+    narrator_server.script_json(*[summary_reply(f"LINE-B-SUMMARY {n}.") for n in range(10)])
+    narrator_server.requests.clear()
+    await play(campaign)
+    requests = summary_requests(narrator_server)
+    assert requests and not requests[0]["messages"][1]["content"].startswith("Summary of the story so far")
+    for body in narrator_server.bodies("/api/chat"):
+        assert "LINE-A-SUMMARY" not in sent_text(body)
+    assert await Checkpoint.objects.filter(pk=first.pk).aexists()  # kept for the line it belongs to
+
+
+async def test_after_every_checkpoint_is_deleted_the_next_turn_that_needs_one_rebuilds_it(campaign, narrator_server):
+    await sync_to_async(long_story)(campaign)
+    narrator_server.script_json(summary_reply("BEFORE-DELETION."))
+    await play(campaign)
+    nodes_before = await sync_to_async(lambda: list(Node.objects.values_list("id", "text")))()
+    assert await sync_to_async(checkpoints.delete_all)(campaign.pk) == 1
+    assert await sync_to_async(lambda: list(Node.objects.values_list("id", "text")))() == nodes_before
+    narrator_server.script_json(summary_reply("AFTER-DELETION."))
+    narrator_server.requests.clear()
+    await play(campaign)
+    assert summary_requests(narrator_server)
+    assert "AFTER-DELETION." in sent_text(narration(narrator_server)[-1])
+    assert await Node.objects.acount() == len(nodes_before) + 2  # the whole history is still stored

@@ -631,9 +631,109 @@ def _measure_eviction(campaign, count, repeat):
             _row("eviction pass", size, full, "read, order, mark one forgotten")]
 
 
+def _bench_checkpoint(sizes, repeat):
+    """Checkpoint eligibility on a 5,000-node tree, and prompt-prefix reuse over a 200-turn story (issue 4)."""
+    return [*_measure_checkpoint_lookup(repeat), _measure_prefix_reuse(PREFIX_REUSE_TURNS)]
+
+
+CHECKPOINT_TREE_TURNS = 2_500  # 5,000 nodes on the line, with an abandoned side branch every 100 turns
+PREFIX_REUSE_TURNS = 200
+
+
+def _measure_checkpoint_lookup(repeat):
+    from campaigns import lineage
+    from campaigns.models import Branch
+    from memory import checkpoints
+    from storyteller import context
+
+    campaign = _generate(CHECKPOINT_TREE_TURNS)
+    path = lineage.path_of(campaign)
+    prefix = context.prefix_hash(campaign)
+    # A checkpoint every 60 turns along the line, as compaction leaves them, and one on every side branch.
+    for end in range(120, 2 * CHECKPOINT_TREE_TURNS - 1, 120):
+        checkpoints.write(path, end, f"The story through depth {end}.", prefix)
+    for side in Branch.objects.filter(campaign=campaign).exclude(pk=campaign.head_branch_id):
+        side_path = lineage.path_at(campaign.pk, side.pk, side.fork_depth + 6)
+        checkpoints.write(side_path, side.fork_depth + 6, "An abandoned line.", prefix)
+    lookup, verified = [], []
+    for index in range(repeat + 3):
+        started = time.perf_counter()
+        checkpoints.eligible(path).order_by("-source_end", "-id").first()
+        found = time.perf_counter()
+        checkpoints.eligible_checkpoint(path, prefix)
+        done = time.perf_counter()
+        if index >= 3:
+            lookup.append(found - started)
+            verified.append(done - found)
+    size = f"{2 * CHECKPOINT_TREE_TURNS:,} nodes"
+    return [_row("checkpoint lookup", size, lookup, "median < 5 ms"),
+            _row("checkpoint + hash", size, verified, "lookup and source-hash check of the covered path")]
+
+
+def _measure_prefix_reuse(turns):
+    """Play ``turns`` turns (a summary written by hand stands in for the summariser); measure what each prompt
+    shares with the previous one."""
+    from django.contrib.auth import get_user_model
+
+    from campaigns import lineage, story
+    from campaigns.models import Campaign
+    from memory import checkpoints
+    from storyteller import context, tokens
+
+    user, _ = get_user_model().objects.get_or_create(username="bench")
+    campaign = story.start_campaign(Campaign.objects.create(
+        owner=user, title="Prefix reuse", protagonist="Edrin", opening=REPLIES[0],
+        context_token_budget=4096, max_output_tokens=300))
+    previous, shares, builds = None, [], []
+    breaks = rotations = 0
+    last_checkpoint = None
+    for turn in range(turns):
+        action = context.Action(mode="do", text=ACTIONS[turn % 4])
+        started = time.perf_counter()
+        try:
+            ctx = context.build(campaign, lineage.path_of(campaign), action)
+        except context.NeedsCompaction as need:
+            plan = need.plan
+            checkpoints.write(plan.path, plan.through, f"Edrin's story through depth {plan.through}. " * 8,
+                              plan.prefix_hash)
+            ctx = context.build(campaign, lineage.path_of(campaign), action)
+        builds.append(time.perf_counter() - started)
+        current = _rendered(ctx.messages)
+        checkpoint = (ctx.report["checkpoint"] or {}).get("id")
+        if previous is not None:
+            rotations += checkpoint != last_checkpoint
+            breaks += not current.startswith(_rendered(previous[:-1]))
+            common = len(_common_prefix(_rendered(previous), current))
+            shares.append(tokens.count(current[:common]) / tokens.count(current))
+        previous, last_checkpoint = ctx.messages, checkpoint
+        story.commit_turn(campaign.pk, (campaign.head_branch_id, campaign.head_depth),
+                          story.PlayerAction(mode="do", text=action.text,
+                                             tokens=context.node_tokens("player", "do", action.text)),
+                          story.Reply(text=f"{REPLIES[turn % 4]} ({turn})",
+                                      tokens=context.node_tokens("narrator", "", f"{REPLIES[turn % 4]} ({turn})"),
+                                      report={}, model="bench", api="bench"))
+        campaign.refresh_from_db()
+    row = _row("prefix reuse", f"{turns} turns", builds, (
+        f"reused share median {statistics.median(shares):.1%}, min {min(shares):.1%}; "
+        f"{breaks} breaks, {rotations} rotations"))
+    row.update({"reused_share_median": statistics.median(shares), "reused_share_min": min(shares),
+                "breaks": breaks, "rotations": rotations})
+    return row
+
+
+def _rendered(messages):
+    """Return messages as a chat template lays them out: what a server's prompt cache compares."""
+    return "".join(f"<|{m['role']}|>{m['content']}<|end|>" for m in messages)
+
+
+def _common_prefix(first, second):
+    return first[:next((i for i, (a, b) in enumerate(zip(first, second)) if a != b), min(len(first), len(second)))]
+
+
 BENCHMARKS = {
     "turn": _bench_turn,
     "knowledge": _bench_knowledge,
     "state": _bench_state,
     "memory": _bench_memory,
+    "checkpoint": _bench_checkpoint,
 }
