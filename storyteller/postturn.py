@@ -4,12 +4,23 @@ A committed reply is queued here and its steps run in order, in the event
 loop that played the turn, after the person already has the reply. Each step
 records its own status and its own failure; a failing step never touches the
 accepted turn, and the next step and the next reply still run. Add a step by
-appending an async function of the reply node's id to ``STEPS``.
+appending a ``Step`` to ``STEPS``: an async function of the reply node's id,
+and the model of the run row it writes on the reply.
+
+``status(campaign)`` says what the worker has done for the reply at the head,
+for the play page: running is read from the worker itself (a restart ends it),
+everything else from the run rows, which a step writes after its failed work
+has rolled back, so the page never reads "up to date" over a failure.
 """
 
 import asyncio
 import logging
 from collections import deque
+from dataclasses import dataclass
+
+from campaigns import lineage
+from campaigns.models import Node, RecorderRun
+from memory.models import CheckpointRun, MemoryRun
 
 from . import compaction, memories, recorder
 
@@ -19,10 +30,23 @@ logger = logging.getLogger(__name__)
 # memory step's cast brief reads it); the checkpoint last, so the next turn
 # finds its summary already written (and the memory step's blocks are not
 # waiting behind a long summary).
-STEPS = [recorder.record, memories.remember, compaction.checkpoint]
+@dataclass(frozen=True)
+class Step:
+    run: object  # async run(node_id)
+    doing: str  # what the play page says while it runs
+    name: str  # what the play page calls it when it fails
+    record: type  # its run row on the reply: one per node, with a status ("failed" on failure) and an error
+
+
+STEPS = [
+    Step(recorder.record, "Recording what the reply changed…", "Recording", RecorderRun),
+    Step(memories.remember, "Writing memories…", "Memory step", MemoryRun),
+    Step(compaction.checkpoint, "Writing the summary…", "Summary step", CheckpointRun),
+]
 
 _queues: dict[int, deque] = {}
 _workers: dict[int, asyncio.Task] = {}
+_running: dict[int, Step] = {}  # the step each campaign's worker is in
 
 
 def schedule(campaign_id, node_id):
@@ -46,13 +70,15 @@ def schedule(campaign_id, node_id):
     return worker
 
 
-async def run(node_id):
-    """Run every post-turn step for reply ``node_id``, each on its own."""
+async def run(node_id, *, campaign_id=None):
+    """Run every post-turn step for reply ``node_id``, each on its own (saying which, for ``campaign_id``)."""
     for step in STEPS:
+        if campaign_id is not None:
+            _running[campaign_id] = step
         try:
-            await step(node_id)
+            await step.run(node_id)
         except Exception:  # noqa: BLE001 — a step records its own failure; this only keeps the next step alive
-            logger.exception("post-turn step %s failed for node %s", step.__qualname__, node_id)
+            logger.exception("post-turn step %s failed for node %s", step.run.__qualname__, node_id)
 
 
 async def settle(campaign_id=None):
@@ -66,5 +92,61 @@ async def settle(campaign_id=None):
 
 async def _work(campaign_id):
     queue = _queues[campaign_id]
-    while queue:
-        await run(queue.popleft())
+    try:
+        while queue:
+            await run(queue.popleft(), campaign_id=campaign_id)
+    finally:
+        _running.pop(campaign_id, None)
+
+
+@dataclass(frozen=True)
+class Failure:
+    step: str
+    error: str
+
+
+@dataclass(frozen=True)
+class WorkerStatus:
+    """What the post-turn worker has done for the reply at the head, in words for the play page."""
+
+    state: str  # "running" | "failed" | "unfinished" | "done" | "none" (no reply yet)
+    text: str = ""
+    failures: tuple = ()
+    node_id: int | None = None  # the reply a retry runs the steps for
+
+
+def status(campaign):
+    """Return the WorkerStatus of ``campaign``'s head reply.
+
+    The worker is asked first and the rows read after: a step that finishes
+    between the two reads then shows as running for one more look, never as
+    not done.
+    """
+    step = _current_step(campaign.pk)
+    if step is not None:
+        return WorkerStatus("running", step.doing if step else "Getting to the last reply…")
+    path = lineage.path_of(campaign)
+    head = path.nodes().filter(depth=campaign.head_depth, role=Node.Role.NARRATOR).first()
+    if head is None or head.depth == 0:  # the opening is not a reply: no post-turn work follows it
+        return WorkerStatus("none")
+    failures, missing = [], []
+    for each in STEPS:
+        row = each.record.objects.filter(node=head).values_list("status", "error").first()
+        if row is None:
+            missing.append(each.name)
+        elif row[0] == "failed":
+            failures.append(Failure(each.name, row[1]))
+    if failures:
+        return WorkerStatus("failed", failures=tuple(failures), node_id=head.pk)
+    if missing:
+        return WorkerStatus("unfinished", f"Not done for the last reply yet: {', '.join(missing).lower()}.",
+                            node_id=head.pk)
+    return WorkerStatus("done", "Up to date.", node_id=head.pk)
+
+
+def _current_step(campaign_id):
+    """Return the step the campaign's worker is in, False between steps, or None when no worker is running."""
+    worker = _workers.get(campaign_id)
+    if worker is None or worker.done() or worker.get_loop().is_closed():
+        return None
+    return _running.get(campaign_id, False)
