@@ -86,9 +86,9 @@ def test_a_reply_the_worker_has_not_finished_offers_to_run_it_rather_than_saying
     assert "recording, memory step, summary step" in page and 'data-action="retry-worker"' in page
 
 
-async def test_the_status_says_running_while_a_step_is_in_progress(campaign, narrator_server, owner):
+async def test_the_status_says_running_while_a_step_waits_for_the_model_and_no_write_lock_is_held(campaign, narrator_server, owner):
     node = await sync_to_async(lambda: head(act(campaign, "look around", "Mara waits by the fire.")))()
-    narrator_server.stall(1.5)  # the recorder's request waits before it is answered
+    narrator_server.stall(3)  # the recorder's request waits before it is answered
     worker = postturn.schedule(campaign.pk, node.pk)
     for _ in range(500):
         if narrator_server.bodies("/api/chat"):
@@ -104,8 +104,14 @@ async def test_the_status_says_running_while_a_step_is_in_progress(campaign, nar
     assert 'data-worker="running"' in page and "Recording what the reply changed…" in page
     assert 'hx-trigger="every 1s"' in page, "a running status polls until the worker is done"
 
+    # Nothing holds SQLite's write lock across the model call: the next turn commits at once.
+    started = asyncio.get_running_loop().time()
+    await sync_to_async(act)(campaign, "walk on", "The road bends.")
+    assert asyncio.get_running_loop().time() - started < 1.0 and not worker.done()
+
     await worker
-    assert (await sync_to_async(postturn.status)(campaign)).state == "done"
+    assert await RecorderRun.objects.filter(node=node, status="applied").aexists()
+    assert (await sync_to_async(postturn.status)(campaign)).state == "unfinished", "no worker ran after 'walk on'"
 
 
 def test_the_play_page_loads_the_worker_status(client_of, campaign):
