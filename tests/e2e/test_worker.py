@@ -1,0 +1,23 @@
+"""The post-turn worker's status on the play page in headless Chromium: a failure shows, and a retry clears it."""
+
+import pytest
+
+from tests.e2e.test_play import app, fake, page, send, sign_in  # noqa: F401 — the shared browser fixtures
+
+pytestmark = pytest.mark.e2e
+
+
+def test_a_failed_recording_shows_under_the_story_and_a_retry_brings_it_up_to_date(app, fake, page):  # noqa: F811
+    fake.script("The lantern gutters and the harbour goes dark.")
+    fake.script_json("this is not JSON {")
+    sign_in(app, page)
+    send(page, "wait by the lantern")
+    page.wait_for_selector("#worker-status[data-worker=failed]", timeout=20_000)
+    status = page.inner_text("#worker-status")
+    assert "Recording failed:" in status and "not JSON" in status and "Up to date" not in status
+    assert "The lantern gutters" in page.inner_text("#story"), "the accepted reply stands"
+
+    fake.script_json({"events": []})
+    page.click("[data-action=retry-worker]")
+    page.wait_for_selector("#worker-status[data-worker=done]", timeout=20_000)
+    assert "Up to date." in page.inner_text("#worker-status")
