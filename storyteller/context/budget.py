@@ -70,12 +70,13 @@ class Compaction:
 class NeedsCompaction(ContextOverflow):
     """The story's summary and verbatim history passed the watermark: carry out ``plan`` first, then build again."""
 
-    def __init__(self, plan, *, used, room):
+    def __init__(self, plan, *, used, room, mark=HIGH_WATERMARK):
         self.plan = plan
+        self.needed, self.available = used, room
         Exception.__init__(
             self,
             f"The story's summary and recent passages take {used:,} of the {room:,} tokens the prompt leaves for "
-            f"the story (more than {HIGH_WATERMARK:.0%}), so depths 0–{plan.through} must be summarised before this "
+            f"the story (more than {mark:.0%}), so depths 0–{plan.through} must be summarised before this "
             "turn is sent.",
         )
 
@@ -85,7 +86,7 @@ class HistoryEntryTooLarge(ContextOverflow):
 
     def __init__(self, *, depth, needed, room):
         self.depth = depth
-        self.needed = needed
+        self.needed, self.available = needed, room
         Exception.__init__(
             self,
             f"The newest passage of the story (depth {depth}) needs {needed:,} tokens with its summary, but the "

@@ -241,7 +241,7 @@ def _branch_context(path, system_text, room, compact_above):
                                         head_through, int(budget.LOW_WATERMARK * room) - allowed)
         if point is not None:
             plan = budget.Compaction(path, point, allowed, prefix_hash, covered_end)
-            raise budget.NeedsCompaction(plan, used=used, room=room)
+            raise budget.NeedsCompaction(plan, used=used, room=room, mark=compact_above)
         if used > room:
             raise budget.HistoryEntryTooLarge(depth=path.head_depth, needed=used, room=room)
     rows = list(path.nodes().filter(depth__gt=covered_end).order_by("depth")
