@@ -520,7 +520,8 @@ _HANDLERS = {
 }
 
 # Negation words and the positive form of contracted negatives: "cannot" and
-# "can" differ only in polarity, which is what a contradiction of canon is.
+# "can" differ only in polarity, which is what a contradiction of canon is
+# (as do the words of ``_OPPOSITES`` below).
 _NEGATIONS = {"not", "never", "no"}
 _CONTRACTIONS = {
     "cannot": "can", "can't": "can", "won't": "will", "isn't": "is", "aren't": "are", "wasn't": "was",
@@ -528,10 +529,17 @@ _CONTRACTIONS = {
     "hadn't": "had", "couldn't": "could", "wouldn't": "would", "shouldn't": "should", "mustn't": "must",
 }
 _AUXILIARIES = {"does", "do", "did"}
+# Words that deny their partner: "dead" reads as "not alive", so "Mara is dead"
+# contradicts "Mara is alive" and agrees with "Mara is not alive". Only pairs
+# with no third state worth telling apart; "shut" and "closed" both deny "open".
+_OPPOSITES = {
+    "dead": "alive", "closed": "open", "shut": "open", "unlocked": "locked", "asleep": "awake",
+    "absent": "present", "false": "true", "unarmed": "armed", "mortal": "immortal", "unbroken": "broken",
+}
 
 
 def _polarity(text):
-    """Return ``text`` without its negations (lightly stemmed) and whether it was negated."""
+    """Return ``text`` without its negations and opposites (lightly stemmed) and whether it was negated."""
     words = re.findall(r"[a-z0-9']+", normalize(text))
     negated = False
     kept = []
@@ -540,6 +548,9 @@ def _polarity(text):
         if word in _CONTRACTIONS:
             negated = not negated
             word = _CONTRACTIONS[word]
+        elif word in _OPPOSITES:
+            negated = not negated
+            word = _OPPOSITES[word]
         elif word in _NEGATIONS:
             negated = not negated
             previous = word

@@ -151,6 +151,27 @@ def test_canon_outranks_a_contradicting_event_which_is_rejected_with_the_reason(
     assert state(world).find_fact("Mara is not Edrin's sister.") is None
 
 
+def test_a_fact_that_uses_the_opposite_word_contradicts_canon_and_the_same_sense_does_not(world):
+    CanonRule.objects.create(campaign=world, text="Mara is alive.")
+    CanonRule.objects.create(campaign=world, text="The abbey vault is locked.")
+    act(world, "look at Mara", "Mara lies very still.")
+    events = record(world, ev("add_fact", "Mara", "", "Mara is dead."),
+                    ev("add_fact", value="The abbey vault is unlocked."),
+                    ev("add_fact", "Mara", "", "Mara is not dead."),
+                    ev("add_fact", "Mara", "", "Mara is asleep."))
+    assert [e.status for e in events] == ["rejected", "rejected", "applied", "applied"], [e.reason for e in events]
+    assert "contradicts campaign canon (Level 1): 'Mara is alive.'" in events[0].reason
+    assert "'The abbey vault is locked.'" in events[1].reason
+
+
+def test_a_fact_saying_the_opposite_of_initial_canon_supersedes_it(world):
+    gate = CanonRule.objects.create(campaign=world, text="The north gate is open.", scope="initial")
+    act(world, "watch the gate", "The guards swing the north gate shut.")
+    [stored] = record(world, ev("add_fact", value="The north gate is shut."))
+    assert stored.status == "applied", stored.reason
+    assert state(world).superseded(gate.pk).value == "The north gate is shut."
+
+
 def test_accepted_state_supersedes_initial_canon(world):
     gate = CanonRule.objects.create(campaign=world, text="The north gate is open.", scope="initial")
     act(world, "watch the gate", "The north gate collapses in a roar of stone.")
