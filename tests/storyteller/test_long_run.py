@@ -189,16 +189,16 @@ def test_a_hundred_turns_against_the_stubs_recover_the_fact_through_memory_alone
 
 
 def test_a_run_interrupted_half_way_and_resumed_measures_what_an_uninterrupted_run_does(stub_server, owner, runs):
-    call_command("long_run", turns=30, independent_fact=True, owner="reader", stop_after=15)
+    call_command("long_run", turns=24, independent_fact=True, owner="reader", stop_after=12)
     interrupted = the_run()
     assert interrupted["status"] == "stopped" and interrupted["verdict"] is None
     call_command("long_run", resume=True)
     resumed = long_run.load(interrupted["campaign"])
     assert resumed["verdict"] == RECOVERED and resumed["process_starts"] == 2
-    assert [depth for depth, _ in player_depths(resumed["campaign"])] == [2 * turn - 1 for turn in range(1, 32)]
+    assert [depth for depth, _ in player_depths(resumed["campaign"])] == [2 * turn - 1 for turn in range(1, 26)]
 
     stub_server.stubs = DiagnosticStubs(facts=[long_run.planted_fact()])  # the narrator starts its script again
-    call_command("long_run", turns=30, independent_fact=True, owner="reader")
+    call_command("long_run", turns=24, independent_fact=True, owner="reader")
     straight = long_run.load(interrupted["campaign"] + 1)
 
     def measured(run):
@@ -255,7 +255,7 @@ def test_the_harness_player_names_the_fact_only_when_planting_it_and_asking_for_
 
 def test_past_a_small_capacity_the_chart_shows_the_evictions_and_the_planting_era_memory_survives(
         client, owner, stub_server, runs):
-    call_command("long_run", turns=40, independent_fact=True, owner="reader", capacity=4, stop_after=20)
+    call_command("long_run", turns=30, independent_fact=True, owner="reader", capacity=4, stop_after=15)
     call_command("long_run", resume=True)  # the run's capacity holds after a resume too
     run = the_run()
     assert run["settings"]["memory_bank_capacity"] == 4
