@@ -35,6 +35,7 @@ from memory.models import Memory, MemoryRun
 
 from .. import memories, postturn, turns
 from ..context import Action
+from ..context import memories as memory_section
 from .isolation import isolation
 from .retention import diagnose
 from .scenarios import F, RECALL
@@ -105,11 +106,13 @@ def load(campaign_id):
         return None
 
 
-def start(owner, *, turns, independent_fact, context_token_budget=4096, max_output_tokens=200, capacity=None):
+def start(owner, *, turns, independent_fact, context_token_budget=4096, max_output_tokens=200, capacity=None,
+          top_k=None):
     """Create the run's campaign and its file; return the run (play it with ``play``).
 
-    ``capacity`` is the memory bank's for this run (default: the configured
-    one); a resumed run keeps it.
+    ``capacity`` and ``top_k`` are the memory bank's capacity and how many
+    memories a turn may use, for this run (default: the configured ones); a
+    resumed run keeps them.
     """
     if turns < (PLANT_TURN + 1 if independent_fact else 1):
         raise RunError(f"--turns must be at least {PLANT_TURN + 1} with --independent-fact (the fact is planted at "
@@ -133,6 +136,7 @@ def start(owner, *, turns, independent_fact, context_token_budget=4096, max_outp
             "context_token_budget": context_token_budget,
             "max_output_tokens": max_output_tokens,
             "memory_bank_capacity": capacity or memories.capacity(),
+            "memory_top_k": top_k or memory_section.memory_top_k(),
         },
         "status": "running",
         "started_at": timezone.now().isoformat(),
@@ -186,7 +190,8 @@ async def play(run, *, stop_after=None, say=lambda line: None):
     run["status"] = "running"
     started = time.perf_counter()
     try:
-        with override_settings(STORYTELLER_MEMORY_BANK_CAPACITY=run["settings"]["memory_bank_capacity"]):
+        with override_settings(STORYTELLER_MEMORY_BANK_CAPACITY=run["settings"]["memory_bank_capacity"],
+                               STORYTELLER_MEMORY_TOP_K=run["settings"]["memory_top_k"]):
             return await _play(run, stop_after, say)
     except BaseException:
         if run["status"] == "running":

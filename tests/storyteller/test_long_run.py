@@ -253,9 +253,9 @@ def test_the_harness_player_names_the_fact_only_when_planting_it_and_asking_for_
     assert fact.carries(long_run.action_for(run, long_run.PLANT_TURN).text)
 
 
-def test_past_a_small_capacity_the_chart_shows_the_evictions_and_the_planting_era_memory_survives(
+def test_past_a_small_capacity_and_top_k_the_chart_shows_the_evictions_and_the_early_memory_survives(
         client, owner, stub_server, runs):
-    call_command("long_run", turns=30, independent_fact=True, owner="reader", capacity=4, stop_after=15)
+    call_command("long_run", turns=30, independent_fact=True, owner="reader", capacity=4, top_k=3, stop_after=15)
     call_command("long_run", resume=True)  # the run's capacity holds after a resume too
     run = the_run()
     assert run["settings"]["memory_bank_capacity"] == 4
@@ -265,6 +265,8 @@ def test_past_a_small_capacity_the_chart_shows_the_evictions_and_the_planting_er
         "forgotten"]
     assert run["verdict"] == RECOVERED  # coverage-aware eviction keeps the earliest memory
     assert run["diagnosis"]["stages"]["retained"]["memory_bank_capacity"] == 4
+    assert run["diagnosis"]["stages"]["ranked"]["top_k_cutoff"] == 3
+    assert {len(entry["memories_used"]) for entry in run["timeline"]} <= {0, 1, 2, 3}
 
     client.force_login(owner)
     html = client.get(reverse("long_run_report", args=[run["campaign"]])).content.decode()

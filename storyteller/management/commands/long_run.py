@@ -35,6 +35,8 @@ class Command(BaseCommand):
         parser.add_argument("--max-output", type=int, default=200, help="The campaign's max_output_tokens.")
         parser.add_argument("--capacity", type=int, help="The memory bank's capacity for this run (default: "
                             "STORYTELLER_MEMORY_BANK_CAPACITY); a small one shows eviction within 100 turns.")
+        parser.add_argument("--top-k", type=int, help="How many memories a turn may use in this run (default: "
+                            "STORYTELLER_MEMORY_TOP_K; seed 004 §K's real run used 4).")
 
     def handle(self, *args, stubs, **options):
         with contextlib.ExitStack() as stack:
@@ -47,17 +49,18 @@ class Command(BaseCommand):
             self._run(**options)
 
     def _run(self, *, turns, independent_fact, resume, campaign, stop_after, owner, context_budget, max_output,
-             capacity, verbosity, **options):
+             capacity, top_k, verbosity, **options):
         try:
             if resume:
-                if independent_fact or capacity:
-                    raise long_run.RunError("--independent-fact and --capacity are the run's own settings; leave "
-                                            "them out with --resume.")
+                if independent_fact or capacity or top_k:
+                    raise long_run.RunError("--independent-fact, --capacity and --top-k are the run's own settings; "
+                                            "leave them out with --resume.")
                 run = long_run.resume(campaign, turns=turns)
             else:
                 run = long_run.start(self._owner(owner), turns=100 if turns is None else turns,
                                      independent_fact=independent_fact, context_token_budget=context_budget,
-                                     max_output_tokens=max_output, capacity=capacity)
+                                     max_output_tokens=max_output, capacity=capacity,
+                                     top_k=top_k)
             self.stdout.write(f"Long run of campaign {run['campaign']}: {long_run.report_path(run['campaign'])}")
             run = asyncio.run(long_run.play(run, stop_after=stop_after,
                                             say=self.stdout.write if verbosity > 1 else lambda line: None))
