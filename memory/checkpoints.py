@@ -58,12 +58,15 @@ def eligible_checkpoint(path, stable_prefix_hash=None):
     return look_up(path, stable_prefix_hash).checkpoint
 
 
-def look_up(path, stable_prefix_hash=None):
-    """Return the Lookup for ``path``: what ``eligible_checkpoint`` returns, and what it passed over and why."""
+def look_up(path, stable_prefix_hash=None, *, fresh=False):
+    """Return the Lookup for ``path``: what ``eligible_checkpoint`` returns, and what it passed over and why.
+
+    ``fresh`` checks every source hash again instead of trusting this process's earlier check.
+    """
     rejected = []
     # Read a few at a time: the first usable one ends the search, and a line may hold dozens.
     for checkpoint in eligible(path).order_by("-source_end", "-id").iterator(chunk_size=4):
-        reason = problem(checkpoint, path, stable_prefix_hash)
+        reason = problem(checkpoint, path, stable_prefix_hash, fresh=fresh)
         if not reason:
             return Lookup(checkpoint, tuple(rejected))
         rejected.append(Rejected(checkpoint, reason))
@@ -75,8 +78,17 @@ def eligible(path):
     return Checkpoint.objects.filter(path.clause(), campaign_id=path.campaign_id)
 
 
-def problem(checkpoint, path, stable_prefix_hash=None):
-    """Return why ``checkpoint`` cannot be used on ``path``, or "" when it can."""
+def problem(checkpoint, path, stable_prefix_hash=None, *, fresh=False):
+    """Return why ``checkpoint`` cannot be used on ``path``, or "" when it can.
+
+    The source hash is checked in full the first time this process meets the
+    checkpoint (or every time, with ``fresh``), then remembered: the
+    application never changes a node, so only an edit from outside it can
+    break the match, and that is caught when the process next starts, by the
+    Plot panel (which always checks afresh), or at once after
+    ``forget_checks``. Checking 4,000 covered nodes on every build cost more
+    than the rest of the build (bench "checkpoint").
+    """
     if checkpoint.schema_version != SCHEMA_VERSION or checkpoint.prompt_version != PROMPT_VERSION:
         return (f"it was written for schema {checkpoint.schema_version}/prompt {checkpoint.prompt_version}, "
                 f"not {SCHEMA_VERSION}/{PROMPT_VERSION}")
@@ -89,9 +101,29 @@ def problem(checkpoint, path, stable_prefix_hash=None):
         return f"its text is empty, altered or longer than {MAX_SUMMARY_TOKENS} tokens"
     if stable_prefix_hash is not None and checkpoint.stable_prefix_hash != stable_prefix_hash:
         return "the stable prefix (rules, profile, canon, standing knowledge) changed since it was written"
-    if source_hash(path, checkpoint.source_end, checkpoint.stable_prefix_hash) != checkpoint.source_hash:
+    if not _matches(checkpoint, path, fresh):
         return f"the story it covers (depths 0–{checkpoint.source_end}) no longer matches its source hash"
     return ""
+
+
+def forget_checks():
+    """Forget which source hashes this process has checked, so each is checked in full again."""
+    _checked.clear()
+
+
+# (id, source hash, prefix hash, end) -> whether the covered story matched. The covered nodes are the anchor's
+# own ancestry, the same on every line through the anchor, so the path is not part of the key.
+_checked: dict[tuple, bool] = {}
+_CHECKED_LIMIT = 4096
+
+
+def _matches(checkpoint, path, fresh):
+    key = (checkpoint.pk, checkpoint.source_hash, checkpoint.stable_prefix_hash, checkpoint.source_end)
+    if fresh or key not in _checked:
+        if len(_checked) >= _CHECKED_LIMIT:
+            _checked.clear()
+        _checked[key] = source_hash(path, checkpoint.source_end, checkpoint.stable_prefix_hash) == checkpoint.source_hash
+    return _checked[key]
 
 
 def source_hash(path, end, stable_prefix_hash):

@@ -92,7 +92,7 @@ def plot_context(campaign, *, message="", error=""):
     """Return what ``memory/_plot_panel.html`` renders: this line's summary, its anchor and range, and why others
     on the line are not used."""
     path = lineage.path_of(campaign)
-    lookup = checkpoints.look_up(path)
+    lookup = checkpoints.look_up(path, fresh=True)  # a person looking at the summary sees it checked now
     head = path.nodes().filter(depth=campaign.head_depth, role=Node.Role.NARRATOR).first()
     return {
         "campaign": campaign,

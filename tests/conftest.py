@@ -3,6 +3,7 @@ from django.contrib.auth import get_user_model
 
 from campaigns import story
 from campaigns.models import Campaign, CanonRule
+from memory import checkpoints
 from storyteller import postturn
 
 pytest_plugins = ["tests.fake_ollama"]
@@ -58,3 +59,9 @@ async def narrator_server(fake_ollama, settings):
     settings.STORYTELLER_LLM_API = "ollama"
     yield fake_ollama
     await postturn.settle()
+
+
+@pytest.fixture(autouse=True)
+def _fresh_checkpoint_checks():
+    """Start each test with no remembered source-hash checks: ids are reused after a test's rollback."""
+    checkpoints.forget_checks()

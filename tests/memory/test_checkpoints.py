@@ -87,6 +87,7 @@ def test_editing_a_covered_node_makes_the_checkpoint_unusable_with_the_reason(st
     older = summarise_through(story_of_ten, 4)
     checkpoint = summarise_through(story_of_ten, 8)
     Node.objects.filter(campaign=story_of_ten, depth=5).update(text="a line that was never played")
+    checkpoints.forget_checks()  # as a restart does: the application itself never edits a node
     lookup = checkpoints.look_up(lineage.path_of(story_of_ten), PREFIX)
     assert lookup.checkpoint == older  # older one does not cover depth 5
     assert lookup.rejected[0].checkpoint == checkpoint
@@ -138,4 +139,16 @@ def test_without_a_prefix_hash_only_the_covered_story_is_checked(story_of_ten):
     checkpoint = summarise_through(story_of_ten, 8)
     assert checkpoints.eligible_checkpoint(lineage.path_of(story_of_ten)) == checkpoint
     Node.objects.filter(campaign=story_of_ten, depth=0).update(text="Another opening.")
+    checkpoints.forget_checks()
     assert checkpoints.eligible_checkpoint(lineage.path_of(story_of_ten)) is None
+
+
+def test_a_source_hash_is_checked_once_per_process_unless_asked_afresh(story_of_ten):
+    checkpoint = summarise_through(story_of_ten, 8)
+    path = lineage.path_of(story_of_ten)
+    assert checkpoints.eligible_checkpoint(path, PREFIX) == checkpoint  # checked in full, remembered
+    Node.objects.filter(campaign=story_of_ten, depth=5).update(text="edited behind the application's back")
+    assert checkpoints.eligible_checkpoint(path, PREFIX) == checkpoint  # trusted until the process restarts
+    assert checkpoints.look_up(path, PREFIX, fresh=True).checkpoint is None  # the Plot panel's check
+    checkpoints.forget_checks()
+    assert checkpoints.eligible_checkpoint(path, PREFIX) is None
