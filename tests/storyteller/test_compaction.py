@@ -301,3 +301,20 @@ async def test_after_every_checkpoint_is_deleted_the_next_turn_that_needs_one_re
     assert summary_requests(narrator_server)
     assert "AFTER-DELETION." in sent_text(narration(narrator_server)[-1])
     assert await Node.objects.acount() == len(nodes_before) + 2  # the whole history is still stored
+
+
+@pytest.mark.parametrize("failure", ["stall", "malformed"])
+async def test_a_stalled_or_malformed_summary_fails_the_turn_and_writes_nothing(campaign, narrator_server, settings,
+                                                                                failure):
+    await sync_to_async(long_story)(campaign)
+    before = await written()
+    if failure == "stall":
+        settings.STORYTELLER_CHECKPOINT_TIMEOUT = 0.5
+        narrator_server.stall(3)
+    else:
+        narrator_server.script_json("this is not JSON {")
+    with pytest.raises(turns.TurnFailed) as caught:
+        await play(campaign)
+    assert "Nothing was sent or saved" in str(caught.value)
+    assert await written() == before
+    assert not narration(narrator_server)
