@@ -44,8 +44,12 @@ class Diagnosis:
 
 
 def recall_of(recall_node):
-    """Return the recall reply Node from a Node or its id."""
-    return recall_node if isinstance(recall_node, Node) else Node.objects.get(pk=recall_node)
+    """Return the recall reply Node from a Node or its id; refuse anything without a stored prompt."""
+    recall = recall_node if isinstance(recall_node, Node) else Node.objects.get(pk=recall_node)
+    if not ContextSnapshot.objects.filter(node=recall).exists():
+        raise ValueError(f"Node {recall.pk} (depth {recall.depth}, {recall.role}) has no stored prompt; pass the "
+                         "recall turn's reply, whose context snapshot the diagnosis reads.")
+    return recall
 
 
 def plant_depth(path, fact):

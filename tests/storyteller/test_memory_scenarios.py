@@ -191,3 +191,13 @@ async def test_a_memory_that_contradicts_state_loses_and_changes_nothing(campaig
     assert memories["text"].startswith(memory_section.HEADER) and memory.text in memories["text"]
     assert "The tavern lamp is lit." in report["sections"][keys.index("state")]["text"]
     assert keys.index("memories") < keys.index("state")  # state is read last and settles the conflict
+
+
+async def test_the_diagnosis_refuses_a_node_without_a_stored_prompt(campaign):
+    @sync_to_async
+    def diagnose_the_opening():
+        opening = Node.objects.get(campaign=campaign, depth=0)
+        return diagnose(campaign, F, opening.pk)
+
+    with pytest.raises(ValueError, match="pass the recall turn's reply"):
+        await diagnose_the_opening()
