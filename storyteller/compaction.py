@@ -96,7 +96,10 @@ async def compact(plan):
 
 
 async def checkpoint(node_id):
-    """The post-turn step: compact ahead of need after reply ``node_id``; return the CheckpointRun status."""
+    """The post-turn step: compact ahead of need after reply ``node_id``; return the CheckpointRun status.
+
+    None when there is nothing to do: not a reply, or already done without failing.
+    """
     plan, node, error = await database_sync_to_async(_early_plan)(node_id)
     if node is None:
         return None
@@ -168,7 +171,8 @@ def _rebuild_plan(campaign_id):
 def _early_plan(node_id):
     """Return (the compaction due from the early watermark or None, the node, an error) for reply ``node_id``."""
     node = Node.objects.filter(pk=node_id, role=Node.Role.NARRATOR).first()
-    if node is None:
+    done = CheckpointRun.objects.filter(node_id=node_id).exclude(status=CheckpointRun.Status.FAILED).exists()
+    if node is None or done:  # a step run again (the worker's retry) redoes only what failed
         return None, None, ""
     campaign = Campaign.objects.get(pk=node.campaign_id)
     path = lineage.path_at(campaign.pk, node.branch_id, node.depth)

@@ -13,7 +13,7 @@ from campaigns import lineage, story
 from campaigns.models import Campaign, ContextSnapshot, Node
 from memory import checkpoints
 from memory.models import Checkpoint, CheckpointRun
-from storyteller import context, tokens, turns
+from storyteller import compaction, context, tokens, turns
 from storyteller.context import Action, budget
 from tests.campaigns.test_lineage import act
 from tests.conftest import make_campaign
@@ -229,6 +229,12 @@ async def test_a_failed_post_turn_checkpoint_is_recorded_and_leaves_the_turn_alo
     node = await Node.objects.aget(pk=result.node_id)
     assert node.text.startswith("More rain falls")
     assert not await Checkpoint.objects.aexists()
+    # Run again (the worker's retry), it tries again; once done, running it again does nothing.
+    narrator_server.script_json(summary_reply("RETRIED: the walk so far."))
+    assert await compaction.checkpoint(result.node_id) == CheckpointRun.Status.WRITTEN
+    run = await CheckpointRun.objects.aget(node_id=result.node_id)
+    assert run.attempts == 2 and not run.error
+    assert await compaction.checkpoint(result.node_id) is None
 
 
 async def test_between_rotations_every_prompt_begins_with_the_previous_one_over_200_turns(owner, narrator_server):
