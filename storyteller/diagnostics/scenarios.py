@@ -64,9 +64,9 @@ SCENARIOS = {s.name: s for s in (
     Scenario("past_capacity", capacity=6),
     Scenario("past_capacity_pinned", capacity=6, pin_first_other=True),
     Scenario("past_capacity_low_top_k", capacity=8, top_k=2),
-    # Block 0-5 of ~850-word replies is over 2,000 tokens; 14 turns put the plant outside the recall's history.
-    Scenario("long_block_fact_early", turns=14, budget=16384, words=850, plant_depth=1),
-    Scenario("long_block_fact_late", turns=14, budget=16384, words=850, plant_depth=5),
+    # Block 0-5 of ~850-word replies is over 2,000 tokens; by the recall a checkpoint covers it, not the history.
+    Scenario("long_block_fact_early", turns=10, budget=16384, words=850, plant_depth=1),
+    Scenario("long_block_fact_late", turns=10, budget=16384, words=850, plant_depth=5),
     Scenario("lineage_control", lineage=True),
 )}
 
