@@ -33,7 +33,6 @@ from .context import budget, layers
 
 logger = logging.getLogger(__name__)
 
-DEFAULT_TIMEOUT = 180.0
 # The JSON around the summary ({"summary": "..."}) and the drift between our count and the model's.
 JSON_SLACK = 48
 # Below this many tokens per chunk the summariser would see a sentence at a time: refuse instead.
@@ -246,4 +245,4 @@ def _summary_of(reply, model):
 
 
 def _timeout():
-    return getattr(settings, "STORYTELLER_CHECKPOINT_TIMEOUT", DEFAULT_TIMEOUT)
+    return settings.STORYTELLER_CHECKPOINT_TIMEOUT
