@@ -122,7 +122,8 @@ def _matches(checkpoint, path, fresh):
     if fresh or key not in _checked:
         if len(_checked) >= _CHECKED_LIMIT:
             _checked.clear()
-        _checked[key] = source_hash(path, checkpoint.source_end, checkpoint.stable_prefix_hash) == checkpoint.source_hash
+        found = source_hash(path, checkpoint.source_end, checkpoint.stable_prefix_hash)
+        _checked[key] = found == checkpoint.source_hash
     return _checked[key]
 
 

@@ -230,9 +230,11 @@ def _branch_context(path, system_text, room, compact_above):
     if summary:
         summary.tokens = tokens.count(summary.text)
     summary_cost = summary.tokens + budget.MESSAGE_OVERHEAD if summary else 0
-    through = dict(path.nodes().filter(depth__in=[covered_end, path.head_depth]).values_list("depth", "tokens_through"))
+    ends = path.nodes().filter(depth__in=[covered_end, path.head_depth])
+    through = dict(ends.values_list("depth", "tokens_through"))
     head_through = through[path.head_depth]
-    verbatim_cost = head_through - through.get(covered_end, 0) + (path.head_depth - covered_end) * budget.MESSAGE_OVERHEAD
+    verbatim_cost = (head_through - through.get(covered_end, 0)
+                     + (path.head_depth - covered_end) * budget.MESSAGE_OVERHEAD)
     used = summary_cost + verbatim_cost
     if budget.needs_compaction(used, room, compact_above):
         uncovered = path.nodes().filter(depth__gt=covered_end, depth__lt=path.head_depth).order_by("depth")
