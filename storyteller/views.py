@@ -358,7 +358,11 @@ def worker_status(request, pk):
     campaign = campaign_views.campaign_for_user(request, pk)
     if not request.htmx:
         return redirect("play", campaign.pk)
-    return render(request, "storyteller/_worker_status.html", {"campaign": campaign, "worker": postturn.status(campaign)})
+    worker = postturn.status(campaign)
+    # The panels loaded while the worker ran: when a poll finds it finished, they load again.
+    settled = request.GET.get("was") == "running" and worker.state != "running"
+    return render(request, "storyteller/_worker_status.html",
+                  {"campaign": campaign, "worker": worker, "reload_panels": settled})
 
 
 @login_required
@@ -372,5 +376,5 @@ async def retry_worker(request, pk):
         await postturn.schedule(campaign.pk, worker.node_id)
     if not request.htmx:
         return redirect("play", campaign.pk)
-    return await sync_to_async(render)(request, "storyteller/_worker_status.html",
-                                       {"campaign": campaign, "worker": await sync_to_async(postturn.status)(campaign)})
+    return await sync_to_async(render)(request, "storyteller/_worker_status.html", {
+        "campaign": campaign, "worker": await sync_to_async(postturn.status)(campaign), "reload_panels": True})

@@ -13,6 +13,7 @@ def test_a_failed_recording_shows_under_the_story_and_a_retry_brings_it_up_to_da
     sign_in(app, page)
     send(page, "wait by the lantern")
     page.wait_for_selector("#worker-status[data-worker=failed]", timeout=20_000)
+    page.wait_for_selector("#state-panel[data-recording=failed]")
     status = page.inner_text("#worker-status")
     assert "Recording failed:" in status and "not JSON" in status and "Up to date" not in status
     assert "The lantern gutters" in page.inner_text("#story"), "the accepted reply stands"
@@ -21,3 +22,4 @@ def test_a_failed_recording_shows_under_the_story_and_a_retry_brings_it_up_to_da
     page.click("[data-action=retry-worker]")
     page.wait_for_selector("#worker-status[data-worker=done]", timeout=20_000)
     assert "Up to date." in page.inner_text("#worker-status")
+    page.wait_for_selector("#state-panel[data-recording=applied]")  # the panels load again after the retry
