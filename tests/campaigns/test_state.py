@@ -294,3 +294,33 @@ def test_a_turns_partial_read_agrees_with_the_full_fold_through_every_head_move(
     agree()
     story.switch_branch(world, head_node(world).branch.parent)
     agree()
+
+
+def test_a_reply_already_recorded_is_left_alone_and_a_failed_one_becomes_applied(campaign):
+    from campaigns.state import record_failure
+
+    act(campaign, "enter the tavern", "Mara waits by the fire.")
+    node = head_node(campaign)
+    record_failure(node, "timed out", attempt=1)
+    [first] = apply_events(node, [ev("introduce", "Mara", "character")], source="recorder", attempt=2, model="m")
+    run = RecorderRun.objects.get(node=node)
+    assert (first.status, run.status, run.error, run.attempts, run.model) == ("applied", "applied", "", 2, "m")
+    # A retry that raced the success writes nothing, not even its rejections.
+    assert apply_events(node, [ev("introduce", "Vale", "character")], source="recorder", attempt=3) == []
+    assert StateEvent.objects.filter(node=node).count() == 1 and RecorderRun.objects.get(node=node).attempts == 2
+    assert first.pk == StateEvent.objects.get(node=node).pk and first.payload["subject"] == "Mara"
+
+
+def test_each_stored_event_keeps_its_place_in_the_batch_and_its_records(campaign):
+    from campaigns.models import StateRecord
+
+    act(campaign, "enter the tavern", "Mara and Vale wait by the fire.")
+    stored = record(campaign, ev("introduce", "Mara", "character"), ev("move", "Nobody", "tavern"),
+                    ev("introduce", "Vale", "character"), ev("introduce", "Crooked Lantern", "place"),
+                    ev("arrive", "Vale", "Crooked Lantern"))
+    in_database = list(StateEvent.objects.filter(node=head_node(campaign)).order_by("id"))
+    assert [e.pk for e in stored] == [e.pk for e in in_database]
+    assert [e.payload for e in stored] == [e.payload for e in in_database]
+    assert [e.status for e in in_database] == ["applied", "rejected", "applied", "applied", "applied"]
+    assert StateRecord.objects.get(slot="entity:vale").event_id == stored[2].pk
+    assert StateRecord.objects.get(slot="location:vale").event.payload["type"] == "arrive"
