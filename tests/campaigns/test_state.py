@@ -324,3 +324,18 @@ def test_each_stored_event_keeps_its_place_in_the_batch_and_its_records(campaign
     assert [e.status for e in in_database] == ["applied", "rejected", "applied", "applied", "applied"]
     assert StateRecord.objects.get(slot="entity:vale").event_id == stored[2].pk
     assert StateRecord.objects.get(slot="location:vale").event.payload["type"] == "arrive"
+
+
+def test_a_new_protagonist_line_is_read_at_once_though_the_state_is_cached(world):
+    from campaigns.state import state_for_turn
+
+    def read():
+        world.refresh_from_db()
+        return state_for_turn(lineage.path_of(world), world, "Aldric looks around")
+
+    assert read().resolve("Aldric") == "protagonist"
+    world.protagonist = "Brennan, a lamplighter"
+    world.save(update_fields=["protagonist"])
+    now = read()
+    assert now.resolve("Brennan") == "protagonist" and now.resolve("Aldric") is None
+    assert now.name_of("protagonist") == "Brennan" and now.resolve("the Lantern") == "crooked-lantern-tavern"
