@@ -175,7 +175,8 @@ def _write_events(node, source, author, attempt, outcomes):
                 [value for row in chunk
                  for value in (*row[:4], json.dumps(row[4]), row[5], row[6], json.dumps(row[7]), attempt, stamp)])
             ids = sorted(row[0] for row in cursor.fetchall())
-            events += [StateEvent.from_db(connection.alias, ("id", *columns), (pk, *row)) for pk, row in zip(ids, chunk)]
+            events += [StateEvent.from_db(connection.alias, ("id", *columns), (pk, *row))
+                       for pk, row in zip(ids, chunk)]
     return events
 
 

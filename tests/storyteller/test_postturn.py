@@ -87,7 +87,8 @@ def test_a_reply_the_worker_has_not_finished_offers_to_run_it_rather_than_saying
     assert "recording, memory step, summary step" in page and 'data-action="retry-worker"' in page
 
 
-async def test_the_status_says_running_while_a_step_waits_for_the_model_and_no_write_lock_is_held(campaign, narrator_server, owner):
+async def test_the_status_says_running_while_a_step_waits_for_the_model_and_no_write_lock_is_held(
+        campaign, narrator_server, owner):
     node = await sync_to_async(lambda: head(act(campaign, "look around", "Mara waits by the fire.")))()
     narrator_server.stall(3)  # the recorder's request waits before it is answered
     worker = postturn.schedule(campaign.pk, node.pk)
@@ -138,7 +139,8 @@ def test_worker_views_refuse_the_wrong_method_and_send_a_plain_request_to_the_pl
 
 def test_worker_views_are_404_for_another_user_and_need_a_sign_in(client, campaign, outsider):
     act(campaign, "look around")
-    urls = [("get", reverse("worker_status", args=[campaign.pk])), ("post", reverse("retry_worker", args=[campaign.pk]))]
+    urls = [("get", reverse("worker_status", args=[campaign.pk])),
+            ("post", reverse("retry_worker", args=[campaign.pk]))]
     for method, url in urls:
         response = getattr(client, method)(url, **HTMX)
         assert response.status_code == 302 and response.url.startswith(reverse("login"))
