@@ -112,15 +112,18 @@ class WorkerStatus:
     state: str  # "running" | "failed" | "unfinished" | "done" | "none" (no reply yet)
     text: str = ""
     failures: tuple = ()
-    node_id: int | None = None  # the reply a retry runs the steps for
+    node_id: int | None = None  # the head reply
+    retry: tuple = ()  # the replies a retry runs the steps for, oldest first
 
 
 def status(campaign):
-    """Return the WorkerStatus of ``campaign``'s head reply.
+    """Return the WorkerStatus of ``campaign``'s head reply, and of earlier replies on its line never recorded.
 
     The worker is asked first and the rows read after: a step that finishes
     between the two reads then shows as running for one more look, never as
-    not done.
+    not done. The memory and summary steps catch up on their own after a
+    later reply, so only the head's count; a recording is of one reply, so a
+    failed one earlier on the line stays a failure until it is retried.
     """
     step = _current_step(campaign.pk)
     if step is not None:
@@ -129,7 +132,12 @@ def status(campaign):
     head = path.nodes().filter(depth=campaign.head_depth, role=Node.Role.NARRATOR).first()
     if head is None or head.depth == 0:  # the opening is not a reply: no post-turn work follows it
         return WorkerStatus("none")
-    failures, missing = [], []
+    earlier = list(RecorderRun.objects.filter(path.clause("node__"), node__campaign_id=campaign.pk,
+                                              node__depth__lt=head.depth, status=RecorderRun.Status.FAILED)
+                   .order_by("node__depth").values_list("node_id", "node__depth", "error"))
+    failures = [Failure(f"Recording of turn {depth // 2}", error) for _, depth, error in earlier]
+    retry = (*(node_id for node_id, _, _ in earlier), head.pk)
+    missing = []
     for each in STEPS:
         row = each.record.objects.filter(node=head).values_list("status", "error").first()
         if row is None:
@@ -137,10 +145,10 @@ def status(campaign):
         elif row[0] == "failed":
             failures.append(Failure(each.name, row[1]))
     if failures:
-        return WorkerStatus("failed", failures=tuple(failures), node_id=head.pk)
+        return WorkerStatus("failed", failures=tuple(failures), node_id=head.pk, retry=retry)
     if missing:
         return WorkerStatus("unfinished", f"Not done for the last reply yet: {', '.join(missing).lower()}.",
-                            node_id=head.pk)
+                            node_id=head.pk, retry=retry)
     return WorkerStatus("done", "Up to date.", node_id=head.pk)
 
 

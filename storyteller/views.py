@@ -368,12 +368,18 @@ def worker_status(request, pk):
 @login_required
 @require_POST
 async def retry_worker(request, pk):
-    """Run the post-turn steps for the head reply again (a step that already succeeded skips itself)."""
+    """Run the post-turn steps again for the head reply and any earlier reply whose recording failed.
+
+    A step that already succeeded for a reply skips itself.
+    """
     user = await request.auser()
     campaign = await aget_object_or_404(Campaign, pk=pk, owner=user)
     worker = await sync_to_async(postturn.status)(campaign)
-    if worker.node_id is not None:
-        await postturn.schedule(campaign.pk, worker.node_id)
+    running = None
+    for node_id in worker.retry:  # oldest first: the worker runs its queue in order
+        running = postturn.schedule(campaign.pk, node_id)
+    if running is not None:
+        await running
     if not request.htmx:
         return redirect("play", campaign.pk)
     return await sync_to_async(render)(request, "storyteller/_worker_status.html", {

@@ -79,6 +79,29 @@ def test_a_model_server_error_shows_every_failed_step_and_the_turn_stands(client
     assert RecorderRun.objects.get(node=node).attempts == 2 and MemoryRun.objects.get(node=node).attempts == 2
 
 
+def test_an_earlier_reply_whose_recording_failed_stays_a_failure_until_a_retry_records_it(
+        client_of, campaign, narrator_server):
+    from campaigns.state import record_failure
+
+    act(campaign, "enter the tavern", "Mara waits by the fire.")
+    earlier = head(campaign)
+    record_failure(earlier, "The model server is not running.", attempt=1)
+    act(campaign, "wait")
+    async_to_sync(postturn.run)(head(campaign).pk)  # the next reply is recorded (nothing changed)
+
+    page = status_of(client_of, campaign)
+    assert 'data-worker="failed"' in page and "Up to date" not in page
+    assert "Recording of turn 1 failed: The model server is not running." in page
+
+    narrator_server.script_json({"events": [
+        {"type": "introduce", "subject": "Mara", "object": "character", "value": "", "narrator_only": False}]})
+    page = client_of.post(reverse("retry_worker", args=[campaign.pk]), **HTMX).content.decode()
+    assert 'data-worker="done"' in page
+    run = RecorderRun.objects.get(node=earlier)
+    assert (run.status, run.attempts) == ("applied", 2)
+    assert "Mara" in client_of.get(reverse("state_panel", args=[campaign.pk]), **HTMX).content.decode()
+
+
 def test_a_reply_the_worker_has_not_finished_offers_to_run_it_rather_than_saying_up_to_date(client_of, campaign):
     assert 'data-worker="none"' in status_of(client_of, campaign), "the opening is not a reply"
     act(campaign, "look around")  # committed with no worker after it, as a restart mid-work leaves it
