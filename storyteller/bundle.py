@@ -3,8 +3,11 @@
 A bundle holds one section per app. ``campaigns``: the campaign's settings,
 the whole story tree (branches, nodes, the context snapshot of every reply),
 save points, canon rules and the story state (events, records, recorder
-runs). ``memory``: the memories with their flags and use counts, and what
-the memory step did after each reply. ``knowledge``: every source's text
+runs). ``memory``: the memories with their flags and use counts, what
+the memory step did after each reply, and the story's summaries that are
+usable now — a summary the person typed is theirs, not a cache, so it must
+survive the move; each is fingerprinted again against the imported story,
+whose node ids differ. ``knowledge``: every source's text
 with its class, flags and notes. Derived data is left out and rebuilt:
 passages are re-cut from the text by the same deterministic chunking and
 re-embedded after the import; memories are ranked on their words until the
@@ -28,6 +31,7 @@ from django.db import IntegrityError, transaction
 from django.db.models import DateTimeField
 from django.utils import timezone
 
+from campaigns import lineage
 from campaigns.models import (
     Branch,
     Campaign,
@@ -41,7 +45,10 @@ from campaigns.models import (
 )
 from knowledge import importer
 from knowledge.models import Source
-from memory.models import Memory, MemoryRun
+from memory import checkpoints
+from memory.models import Checkpoint, Memory, MemoryRun
+
+from . import context
 
 FORMAT = "storyteller-campaign"
 VERSION = 1
@@ -70,6 +77,7 @@ MEMORY_TABLES = [
     ("memories", Memory, "campaign", {"branch": "branches"}),
     ("memory_runs", MemoryRun, "campaign", {"node": "nodes"}),
 ]
+CHECKPOINT_LINKS = {"branch": "branches"}
 TABLES = {"campaigns": CAMPAIGN_TABLES, "memory": MEMORY_TABLES}
 # Vectors (MemoryVector, the passages' columns) are a cache of the text and
 # are not listed: they are rebuilt after import, never carried (seed 003 §53).
@@ -87,7 +95,7 @@ def export_campaign(campaign):
     positions = {}
     sections = json.loads(json.dumps({
         "campaigns": _export_campaigns(campaign, positions),
-        "memory": _export_tables(campaign, MEMORY_TABLES, positions),
+        "memory": _export_tables(campaign, MEMORY_TABLES, positions) | _export_checkpoints(campaign, positions),
         "knowledge": _export_knowledge(campaign),
     }, cls=DjangoJSONEncoder))
     return {
@@ -123,6 +131,7 @@ def import_bundle(owner, data):
             _import_tables(campaign, sections["memory"], MEMORY_TABLES, created)
             sources = _import_knowledge(campaign, sections["knowledge"])
             _renumber_knowledge_in_reports(created["nodes"], sources)
+            _import_checkpoints(campaign, sections["memory"].get("checkpoints", []), created)
     except BundleRefused:
         raise
     except (KeyError, TypeError, ValueError, IndexError, AttributeError, IntegrityError) as error:
@@ -256,7 +265,7 @@ def _create(model, rows, links, created, campaign, *, scoped):
 
 
 def table_of(model):
-    return next(name for tables in TABLES.values() for name, table_model, _, _ in tables if table_model is model)
+    return next((name for tables in TABLES.values() for name, table_model, _, _ in tables if table_model is model), None)
 
 
 def _restore_timestamps(model, rows, objects):
@@ -270,6 +279,30 @@ def _restore_timestamps(model, rows, objects):
             if row.get(field.attname):
                 setattr(obj, field.attname, field.to_python(row[field.attname]))
     model.objects.bulk_update(objects, [field.attname for field in stamped], batch_size=500)
+
+
+def _export_checkpoints(campaign, positions):
+    """Return {"checkpoints": rows} for the summaries usable now; an unusable one is a cache the next turn rebuilds."""
+    prefix = context.prefix_hash(campaign)
+    usable = [checkpoint for checkpoint in Checkpoint.objects.filter(campaign=campaign).order_by("pk")
+              if not checkpoints.problem(checkpoint, lineage.path_at(campaign.pk, checkpoint.branch_id,
+                                                                     checkpoint.depth), prefix, fresh=True)]
+    return {"checkpoints": [_row(checkpoint, CHECKPOINT_LINKS, positions) for checkpoint in usable]}
+
+
+def _import_checkpoints(campaign, rows, created):
+    """Create the carried summaries and fingerprint them against the imported story and its stable prefix.
+
+    They were usable when exported, and the bundle's checksum says the story
+    they cover is the one exported, so only the ids they were hashed with changed.
+    """
+    objects = _create(Checkpoint, rows, CHECKPOINT_LINKS, created, campaign, scoped=True)
+    prefix = context.prefix_hash(campaign)
+    for checkpoint in objects:
+        path = lineage.path_at(campaign.pk, checkpoint.branch_id, checkpoint.depth)
+        checkpoint.stable_prefix_hash = prefix
+        checkpoint.source_hash = checkpoints.source_hash(path, checkpoint.source_end, prefix)
+    Checkpoint.objects.bulk_update(objects, ["stable_prefix_hash", "source_hash"], batch_size=500)
 
 
 def _export_knowledge(campaign):

@@ -8,9 +8,9 @@ from campaigns import lineage, state, story
 from campaigns.models import Branch, Campaign, ContextSnapshot, Node, RecorderRun, SavePoint, StateEvent
 from knowledge.importer import embed_source
 from knowledge.models import Passage, Source
-from memory import bank
-from memory.models import Memory, MemoryVector
-from storyteller import bundle, context
+from memory import bank, checkpoints
+from memory.models import Checkpoint, Memory, MemoryVector
+from storyteller import bundle, compaction, context
 from storyteller.context import Action
 from tests.campaigns.test_lineage import act
 from tests.knowledge.conftest import import_fixture
@@ -101,6 +101,21 @@ def test_export_then_import_restores_tree_state_canon_and_sources(rich, owner, n
     assert flags == {"canon.md": ("canon", True, False, True, ""), "reference.md": ("reference", True, True, False,
                                                                                      "ships only"),
                      "inspiration.md": ("inspiration", False, False, False, "")}
+
+
+def test_a_typed_summary_moves_with_the_campaign_and_is_usable_there_and_a_broken_one_stays_behind(rich, owner):
+    typed = compaction.write_by_hand(rich, "Edrin opened the gate; Mara hid the sundial in the teapot.")
+    broken = checkpoints.write(lineage.path_of(rich), 1, "A summary of a story that was changed under it.",
+                               context.prefix_hash(rich))
+    Checkpoint.objects.filter(pk=broken.pk).update(source_hash="0" * 64)
+    data = bundle.dumps(rich)
+    Campaign.objects.filter(pk=rich.pk).delete()
+
+    restored = bundle.import_bundle(owner, data)
+
+    [carried] = Checkpoint.objects.filter(campaign=restored)
+    assert (carried.text, carried.origin, carried.source_end) == (typed.text, "person", typed.source_end)
+    assert checkpoints.eligible_checkpoint(lineage.path_of(restored), context.prefix_hash(restored)) == carried
 
 
 def test_vectors_are_left_out_of_the_bundle_and_rebuilt_after_import(rich, owner, narrator_server):
