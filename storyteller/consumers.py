@@ -22,6 +22,7 @@ from .context import Action
 from .views import play_body_context
 
 CHUNK_FRAGMENT = '<span id="pending-text" hx-swap-oob="beforeend">{}</span>'
+NOTICE_FRAGMENT = '<div id="turn-notice" class="notice" role="status" hx-swap-oob="true">{}</div>'
 
 
 class PlayConsumer(AsyncJsonWebsocketConsumer):
@@ -71,7 +72,7 @@ class PlayConsumer(AsyncJsonWebsocketConsumer):
     async def _play(self, action, retry):
         await self.send(text_data=await _render_start(self.campaign_id, action, retry))
         try:
-            result = await turns.play_turn(self.campaign_id, action, self._relay, retry=retry)
+            result = await turns.play_turn(self.campaign_id, action, self._relay, retry=retry, notify=self._notify)
         except turns.TurnFailed as error:
             await self._send_body(error=str(error))
             return
@@ -84,6 +85,9 @@ class PlayConsumer(AsyncJsonWebsocketConsumer):
 
     async def _relay(self, text):
         await self.send(text_data=format_html(CHUNK_FRAGMENT, text))
+
+    async def _notify(self, message):
+        await self.send(text_data=format_html(NOTICE_FRAGMENT, message))
 
     async def story_changed(self, event):
         """Redraw after another tab (or a page action) moved the story."""

@@ -45,13 +45,19 @@ class _Prepared:
     narrator: object
 
 
-async def play_turn(campaign_id, action, relay, *, retry=False):
+# What the person reads while the turn waits for a summary instead of the first words of the reply.
+SUMMARISING = ("The story has outgrown the prompt: summarising its older passages first, so the reply will take "
+               "longer to start.")
+
+
+async def play_turn(campaign_id, action, relay, *, retry=False, notify=None):
     """Play ``action`` (or retry the head's reply) and return the committed reply.
 
-    ``relay(text)`` is awaited for every chunk as it arrives. Cancelling the
-    task that runs this stops the model and saves nothing.
+    ``relay(text)`` is awaited for every chunk as it arrives; ``notify(message)``,
+    if given, is awaited when the turn must wait for something first (a
+    summary). Cancelling the task that runs this stops the model and saves nothing.
     """
-    prepared = await _prepare_compacting(campaign_id, action, retry)
+    prepared = await _prepare_compacting(campaign_id, action, retry, notify)
     campaign = prepared.campaign
     options = llm.ChatOptions(
         num_predict=campaign.max_output_tokens,
@@ -104,7 +110,7 @@ async def play_turn(campaign_id, action, relay, *, retry=False):
     return TurnResult(node_id=node.pk, text=text, notice=notice, post_turn=post_turn)
 
 
-async def _prepare_compacting(campaign_id, action, retry):
+async def _prepare_compacting(campaign_id, action, retry, notify):
     """Prepare the turn, summarising the story's older passages first when the prompt needs it (seed 001).
 
     The summariser runs with no transaction open; if it fails, the turn fails
@@ -113,6 +119,8 @@ async def _prepare_compacting(campaign_id, action, retry):
     try:
         return await database_sync_to_async(_prepare)(campaign_id, action, retry)
     except context.NeedsCompaction as need:
+        if notify is not None:
+            await notify(SUMMARISING)
         try:
             await compaction.compact(need.plan)
         except compaction.CompactionFailed as failure:

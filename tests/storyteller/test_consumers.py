@@ -7,6 +7,7 @@ from django.test import Client
 
 from campaigns.models import Node
 from storyteller.asgi import application
+from tests.storyteller.test_context_checkpoints import long_story
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -180,3 +181,18 @@ async def test_an_undo_redraws_the_other_tabs_but_not_the_tab_that_made_it(campa
     assert await one.receive_nothing(timeout=0.3), "the tab that undid already has its page from the response"
     await one.disconnect()
     await two.disconnect()
+
+
+async def test_a_turn_that_must_summarise_first_says_so_before_the_reply_starts(campaign, owner, narrator_server):
+    await sync_to_async(long_story)(campaign)
+    narrator_server.script_json({"summary": "Aldric walked thirty turns through grass and rain.", "events": [],
+                                 "memory": "Aldric walked on."})
+    narrator_server.script("The rain stops.")
+    communicator, _ = await connect(campaign, owner)
+    await communicator.send_json_to({"mode": "do", "text": "look around"})
+    frames = await frames_until_body(communicator)
+    [notice] = [index for index, frame in enumerate(frames) if 'id="turn-notice"' in frame and "summarising" in frame]
+    first_chunk = next(index for index, frame in enumerate(frames) if frame.startswith('<span id="pending-text"'))
+    assert notice < first_chunk
+    assert "summarising" not in frames[-1], "the committed story replaces the notice"
+    await communicator.disconnect()
