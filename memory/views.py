@@ -88,11 +88,12 @@ def memory_update(request, pk, memory_pk):
     return render_panel(request, campaign, message=f"Memory #{memory.pk}: {action} done.")
 
 
-def plot_context(campaign, *, message="", error=""):
+def plot_context(campaign, stable_prefix_hash, *, message="", error=""):
     """Return what ``memory/_plot_panel.html`` renders: this line's summary, its anchor and range, and why others
-    on the line are not used."""
+    on the line are not used. ``stable_prefix_hash`` is the prefix a build would send now (the pipeline's to
+    compute), so the panel refuses what the next turn would refuse."""
     path = lineage.path_of(campaign)
-    lookup = checkpoints.look_up(path, fresh=True)  # a person looking at the summary sees it checked now
+    lookup = checkpoints.look_up(path, stable_prefix_hash, fresh=True)  # a person looking at it sees it checked now
     head = path.nodes().filter(depth=campaign.head_depth, role=Node.Role.NARRATOR).first()
     return {
         "campaign": campaign,
@@ -105,14 +106,7 @@ def plot_context(campaign, *, message="", error=""):
     }
 
 
-def render_plot(request, campaign, **extra):
+def render_plot(request, campaign, stable_prefix_hash, **extra):
     """Return the Plot panel fragment for htmx, or the plot page around it."""
-    campaign.refresh_from_db()
     template = "memory/_plot_panel.html" if request.htmx else "memory/plot.html"
-    return render(request, template, plot_context(campaign, **extra))
-
-
-@login_required
-@require_GET
-def plot_panel(request, pk):
-    return render_plot(request, campaign_for_user(request, pk))
+    return render(request, template, plot_context(campaign, stable_prefix_hash, **extra))

@@ -30,6 +30,7 @@ urlpatterns = [
     path("campaigns/<int:pk>/memory/", include("memory.urls")),
     path("campaigns/<int:pk>/long-run/", include("storyteller.diagnostics.urls")),
     path("campaigns/<int:pk>/memory/rebuild/", views.rebuild_memory_vectors, name="memory_rebuild"),
+    path("campaigns/<int:pk>/memory/plot/", views.plot_panel, name="plot_panel"),
     path("campaigns/<int:pk>/memory/plot/edit/", views.edit_plot, name="plot_edit"),
     path("campaigns/<int:pk>/memory/plot/rebuild/", views.rebuild_plot, name="plot_rebuild"),
     path("campaigns/<int:pk>/replies/<int:node_pk>/record/", views.retry_recording, name="retry_recording"),

@@ -27,6 +27,7 @@ from memory import bank as memory_bank
 from memory import views as memory_views
 
 from . import bundle, compaction, llm, memories, postturn, signin
+from .context import prefix_hash
 from .diagnostics import long_run
 
 # The play page shows the newest part of the lineage; the rest is a link away.
@@ -323,6 +324,18 @@ async def rebuild_memory_vectors(request, pk):
 
 
 @login_required
+@require_GET
+def plot_panel(request, pk):
+    return _render_plot(request, campaign_views.campaign_for_user(request, pk))
+
+
+def _render_plot(request, campaign, **extra):
+    """The Plot panel, checked against the stable prefix a build would send now (only the pipeline knows it)."""
+    campaign.refresh_from_db()
+    return memory_views.render_plot(request, campaign, prefix_hash(campaign), **extra)
+
+
+@login_required
 @require_POST
 def edit_plot(request, pk):
     """Save the summary the person typed, at the head where they typed it; return the Plot panel."""
@@ -330,8 +343,8 @@ def edit_plot(request, pk):
     try:
         written = compaction.write_by_hand(campaign, request.POST.get("text", ""))
     except ValueError as error:
-        return memory_views.render_plot(request, campaign, error=f"Nothing was saved: {error}")
-    return memory_views.render_plot(request, campaign, message=(
+        return _render_plot(request, campaign, error=f"Nothing was saved: {error}")
+    return _render_plot(request, campaign, message=(
         f"Saved. It covers depths 0–{written.source_end} and sits here (depth {written.depth}): the narrator reads it "
         "from the next turn, on this line only."))
 
@@ -345,9 +358,9 @@ async def rebuild_plot(request, pk):
     try:
         written = await compaction.rebuild(campaign.pk)
     except compaction.CompactionFailed as error:
-        return await sync_to_async(memory_views.render_plot)(
+        return await sync_to_async(_render_plot)(
             request, campaign, error=f"The summary was not rebuilt: {error} The story is unchanged.")
-    return await sync_to_async(memory_views.render_plot)(
+    return await sync_to_async(_render_plot)(
         request, campaign, message=f"Rebuilt from depths 0–{written.source_end} of the story.")
 
 

@@ -125,6 +125,14 @@ def test_an_unusable_summary_is_shown_with_its_reason(client_of, campaign):
     assert "is not used" in fragment and "source hash" in fragment
 
 
+
+def test_a_summary_written_under_other_canon_is_shown_unused_as_the_next_turn_would_refuse_it(client_of, campaign):
+    play_to(campaign, 10)
+    summarised(campaign, 6, "Written before the canon changed.")
+    campaign.canon_rules.create(text="Magic is forbidden in Greyhollow.")
+    fragment = client_of.get(reverse("plot_panel", args=[campaign.pk]), **HTMX).content.decode()
+    assert "is not used" in fragment and "stable prefix" in fragment
+
 @pytest.mark.parametrize("name", ["plot_panel", "plot_edit", "plot_rebuild"])
 def test_another_persons_campaign_is_404_and_the_wrong_method_405(client, outsider, campaign, name):
     client.force_login(outsider)
