@@ -80,11 +80,6 @@ def names_in(text):
     return fold_terms(w.lower() for w in _NAME.findall(text) if w.lower() not in _NOT_NAMES)
 
 
-def rarity_weights(input_terms, candidates):
-    """Return w(t) for each input term, over the eligible ``candidates`` only (per turn, nothing stored)."""
-    return dict(zip(input_terms, _weights(_holding(input_terms, candidates), len(candidates))))
-
-
 def semantic_scores(matrix, rows, input_vector=None, context_vector=None):
     """Return the semantic score of each candidate, NaN where it has no vector; None with no query vector.
 

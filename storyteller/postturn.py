@@ -26,10 +26,7 @@ from . import compaction, memories, recorder
 
 logger = logging.getLogger(__name__)
 
-# In order: the state first, so later steps see what the turn changed (the
-# memory step's cast brief reads it); the checkpoint last, so the next turn
-# finds its summary already written (and the memory step's blocks are not
-# waiting behind a long summary).
+
 @dataclass(frozen=True)
 class Step:
     run: object  # async run(node_id)
@@ -38,6 +35,10 @@ class Step:
     record: type  # its run row on the reply: one per node, with a status ("failed" on failure) and an error
 
 
+# In order: the state first, so later steps see what the turn changed (the
+# memory step's cast brief reads it); the checkpoint last, so the next turn
+# finds its summary already written (and the memory step's blocks are not
+# waiting behind a long summary).
 STEPS = [
     Step(recorder.record, "Recording what the reply changed…", "Recording", RecorderRun),
     Step(memories.remember, "Writing memories…", "Memory step", MemoryRun),
