@@ -70,9 +70,7 @@ def isolation(campaign, path, fact, recall_node):
     checks["state_document"] = _check(held, "the state holds no word of the fact",
                                       lambda: f"the state holds it in {', '.join(r.slot for r in held)}")
 
-    records = [(slot, depth) for slot, depth, value, data in StateRecord.objects.filter(
-        path.clause(), campaign=campaign).values_list("slot", "depth", "value", "data")
-        if fact.leaks(_record_text(value, data))]
+    records = state_records_holding(path, fact)
     checks["state_snapshots"] = _check(records, "no state record on the path holds the fact",
                                        lambda: f"state records hold it: {records[:5]}")
 
@@ -113,6 +111,13 @@ def isolation(campaign, path, fact, recall_node):
                                      "the prompt's state section does not hold it",
                                      lambda: "the prompt's state section holds it")
     return result
+
+
+def state_records_holding(path, fact):
+    """Return (slot, depth) of every state record on ``path``, retracted ones too, holding any word of ``fact``."""
+    return [(slot, depth) for slot, depth, subject, value, data in StateRecord.objects.filter(
+        path.clause(), campaign_id=path.campaign_id).values_list("slot", "depth", "subject", "value", "data")
+        if fact.leaks(f"{subject} {_record_text(value, data)}")]
 
 
 def _check(problems, passed, failed):

@@ -29,14 +29,14 @@ from django.test import override_settings
 from django.utils import timezone
 
 from campaigns import lineage, story
-from campaigns.models import Campaign, Node, StateRecord
+from campaigns.models import Campaign, Node
 from memory import checkpoints
 from memory.models import Memory, MemoryRun
 
 from .. import memories, postturn, turns
 from ..context import Action
 from ..context import memories as memory_section
-from .isolation import isolation
+from .isolation import isolation, state_records_holding
 from .retention import diagnose
 from .scenarios import F, RECALL
 from .stubs import Fact
@@ -325,12 +325,9 @@ def _isolation_now(path, node, summary, fact, depth):
     in the state at this turn); the summary is the one a prompt would use now;
     narration counts from LATER_NARRATION_GAP depths past the plant.
     """
-    state_text = " ".join(f"{subject} {value} {json.dumps(data)}" for subject, value, data in
-                          StateRecord.objects.filter(path.clause(), campaign_id=path.campaign_id)
-                          .values_list("subject", "value", "data"))
     later = node.depth > depth + LATER_NARRATION_GAP
     return {
-        "absent_from_state": not fact.leaks(state_text),
+        "absent_from_state": not state_records_holding(path, fact),
         "absent_from_summary": not (summary and fact.leaks(summary.text)),
         "absent_from_later_narration": not (later and fact.leaks(node.text)),
     }
