@@ -27,6 +27,7 @@ from .base import (
     ServerStatus,
     ServerUnavailable,
     StreamInterrupted,
+    tls_context,
 )
 from .builtin import BUILTIN_MODEL, BuiltinNarrator, model_path
 from .ollama import OllamaClient
@@ -189,7 +190,7 @@ def _answers(url: str) -> bool:
     if checked and now - checked[0] < PROBE_TTL:
         return checked[1]
     try:
-        answered = httpx.get(f"{url}/api/version", timeout=PROBE_TIMEOUT).status_code == 200
+        answered = httpx.get(f"{url}/api/version", timeout=PROBE_TIMEOUT, verify=tls_context()).status_code == 200
     except (httpx.HTTPError, httpx.InvalidURL):
         answered = False
     with _probes_lock:

@@ -168,11 +168,12 @@ def timeouts_for(read_timeout: float) -> httpx.Timeout:
 
 def client_for(read_timeout: float, **options) -> httpx.AsyncClient:
     """Return a fresh client for one model call, with timeouts_for(read_timeout) and the shared TLS context."""
-    return httpx.AsyncClient(timeout=timeouts_for(read_timeout), verify=_tls_context(), **options)
+    return httpx.AsyncClient(timeout=timeouts_for(read_timeout), verify=tls_context(), **options)
 
 
 @functools.cache
-def _tls_context():
+def tls_context():
+    """Return the one TLS context every model call (and the server probe) uses."""
     # httpx builds a certificate store for every client it makes: 80 ms each,
     # 15 of a 36 s memory-diagnostic scenario (cProfile), paid on every model
     # call of every turn. One context, built once, serves them all.
