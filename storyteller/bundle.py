@@ -265,7 +265,9 @@ def _create(model, rows, links, created, campaign, *, scoped):
 
 
 def table_of(model):
-    return next((name for tables in TABLES.values() for name, table_model, _, _ in tables if table_model is model), None)
+    """Return the bundle table ``model`` is written to, or None for one written on its own (checkpoints)."""
+    found = (name for tables in TABLES.values() for name, table_model, _, _ in tables if table_model is model)
+    return next(found, None)
 
 
 def _restore_timestamps(model, rows, objects):
