@@ -8,8 +8,23 @@ and open branches (see ``lineage``), so every word ever accepted stays reachable
 """
 
 from django.conf import settings
+from django.core.validators import MaxLengthValidator, MaxValueValidator, MinValueValidator
 from django.db import models
 from django.urls import reverse
+
+# Every free-text field has a limit, enforced by the forms, the admin, the
+# bundle importer and the write functions alike (issue 10: a 2 MB memory or
+# opening made every turn fail). Each sits far above what play writes there.
+OPENING_CHARS = 20_000  # about 5,000 tokens: more than half of the default 8,192-token window
+NOTES_CHARS = 4_000  # style notes and narrator rules, which sit in every prompt
+CANON_CHARS = 2_000  # one canon rule is a sentence or a short paragraph
+ACTION_CHARS = 4_000  # what a player may send in one turn (the action form's limit)
+DIRECTION_CHARS = 1_000  # a one-turn direction (the action form's limit)
+NODE_CHARS = 100_000  # a reply: 4,000 tokens of prose is about 16,000 characters
+REASON_CHARS = 2_000  # why an event was rejected or a step failed
+# The window no local model exceeds, and the range Ollama and OpenAI servers accept.
+MAX_CONTEXT_TOKENS = 1_048_576
+MAX_TEMPERATURE = 2.0
 
 
 class Campaign(models.Model):
@@ -32,7 +47,8 @@ class Campaign(models.Model):
     title = models.CharField(max_length=200)
     genre = models.CharField(max_length=100, blank=True)
     protagonist = models.CharField(max_length=200, help_text="Who the player is, in a line or two.")
-    opening = models.TextField(help_text="The scene the story starts from.")
+    opening = models.TextField(help_text="The scene the story starts from.",
+                               validators=[MaxLengthValidator(OPENING_CHARS)])
 
     # Durable style preferences (seed 000 §47): configuration, never inferred.
     point_of_view = models.CharField(max_length=10, choices=PointOfView.choices, default=PointOfView.SECOND)
@@ -41,15 +57,20 @@ class Campaign(models.Model):
     descriptive_richness = models.CharField(max_length=10, choices=Level.choices, default=Level.MEDIUM)
     violence_level = models.CharField(max_length=10, choices=Level.choices, default=Level.LOW)
     pacing = models.CharField(max_length=100, blank=True, help_text="For example: slow and atmospheric.")
-    style_notes = models.TextField(blank=True, help_text="Anything else about how the story should read.")
+    style_notes = models.TextField(blank=True, help_text="Anything else about how the story should read.",
+                                   validators=[MaxLengthValidator(NOTES_CHARS)])
 
-    narrator_rules = models.TextField(blank=True, help_text="Extra standing instructions for the narrator.")
+    narrator_rules = models.TextField(blank=True, help_text="Extra standing instructions for the narrator.",
+                                      validators=[MaxLengthValidator(NOTES_CHARS)])
 
     context_token_budget = models.PositiveIntegerField(
-        default=8192, help_text="The whole prompt window in tokens, reply included."
+        default=8192, help_text="The whole prompt window in tokens, reply included.",
+        validators=[MaxValueValidator(MAX_CONTEXT_TOKENS)],
     )
-    max_output_tokens = models.PositiveIntegerField(default=400, help_text="The longest reply the narrator may write.")
-    temperature = models.FloatField(default=0.8)
+    max_output_tokens = models.PositiveIntegerField(default=400, help_text="The longest reply the narrator may write.",
+                                                    validators=[MinValueValidator(1)])
+    temperature = models.FloatField(default=0.8, validators=[MinValueValidator(0.0),
+                                                             MaxValueValidator(MAX_TEMPERATURE)])
     narrator_model = models.CharField(
         max_length=200, blank=True, help_text="Leave blank for the server default (STORYTELLER_NARRATOR_MODEL)."
     )
@@ -114,8 +135,9 @@ class Node(models.Model):
     depth = models.PositiveIntegerField()
     role = models.CharField(max_length=10, choices=Role.choices)
     mode = models.CharField(max_length=10, choices=Mode.choices, blank=True)
-    text = models.TextField(blank=True)
-    direction = models.TextField(blank=True, help_text="One-turn out-of-character direction (seed 000 §48).")
+    text = models.TextField(blank=True, validators=[MaxLengthValidator(NODE_CHARS)])
+    direction = models.TextField(blank=True, help_text="One-turn out-of-character direction (seed 000 §48).",
+                                 validators=[MaxLengthValidator(DIRECTION_CHARS)])
     # Counted once at commit so a context build never re-tokenises history.
     tokens = models.PositiveIntegerField(default=0)
     # The sum of ``tokens`` from the opening through this node along its own
@@ -177,7 +199,7 @@ class CanonRule(models.Model):
         INITIAL = "initial", "True at the start (the story may change it)"
 
     campaign = models.ForeignKey(Campaign, on_delete=models.CASCADE, related_name="canon_rules")
-    text = models.TextField()
+    text = models.TextField(validators=[MaxLengthValidator(CANON_CHARS)])
     scope = models.CharField(max_length=10, choices=Scope.choices, default=Scope.INVARIANT)
     enabled = models.BooleanField(default=True)
     position = models.PositiveIntegerField(default=0)
@@ -214,7 +236,7 @@ class StateEvent(models.Model):
                                related_name="+")
     payload = models.JSONField()
     status = models.CharField(max_length=10, choices=Status.choices)
-    reason = models.TextField(blank=True)
+    reason = models.TextField(blank=True, validators=[MaxLengthValidator(REASON_CHARS)])
     # What the event replaced, slot by slot: the "from" of "who changed what from what".
     previous = models.JSONField(default=list, blank=True)
     attempt = models.PositiveIntegerField(default=0)
@@ -247,7 +269,7 @@ class StateRecord(models.Model):
     slot = models.CharField(max_length=200)
     kind = models.CharField(max_length=20)
     subject = models.CharField(max_length=200, blank=True)
-    value = models.TextField(blank=True)
+    value = models.TextField(blank=True, validators=[MaxLengthValidator(REASON_CHARS)])
     data = models.JSONField(default=dict, blank=True)
     narrator_only = models.BooleanField(default=False)
     authority = models.CharField(max_length=12, choices=Authority.choices)
@@ -278,7 +300,7 @@ class RecorderRun(models.Model):
 
     node = models.OneToOneField(Node, on_delete=models.CASCADE, related_name="recorder_run")
     status = models.CharField(max_length=10, choices=Status.choices)
-    error = models.TextField(blank=True)
+    error = models.TextField(blank=True, validators=[MaxLengthValidator(REASON_CHARS)])
     attempts = models.PositiveIntegerField(default=0)
     model = models.CharField(max_length=200, blank=True)
     updated_at = models.DateTimeField(auto_now=True)

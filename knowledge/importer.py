@@ -86,15 +86,21 @@ def import_source(campaign, filename, data, classification, *, hidden=False, alw
     return source
 
 
-def restore_source(campaign, *, text, filename, content_hash, **fields):
-    """Recreate an exported source from its stored text, inside the caller's transaction (campaign import)."""
+def restore_source(campaign, *, text, filename, content_hash, chunks, **fields):
+    """Recreate an exported source from its stored text and its passages ``cut`` beforehand, inside the caller's
+    transaction (campaign import): the cutting is the slow part and must not hold the write lock."""
     source = Source.objects.create(campaign=campaign, text=text, filename=filename, content_hash=content_hash,
                                    lexical_state=Source.IndexState.READY, **fields)
-    _write_passages(source, chunking.chunk(text, markdown=EXTENSIONS.get(PurePath(filename).suffix.lower(), True)))
+    _write_passages(source, chunks)
     if (source.parser_version, source.chunking_version) != (chunking.PARSER_VERSION, chunking.CHUNKING_VERSION):
         source.parser_version, source.chunking_version = chunking.PARSER_VERSION, chunking.CHUNKING_VERSION
         source.save(update_fields=["parser_version", "chunking_version"])
     return source
+
+
+def cut(text, filename):
+    """Return the passages of a source's ``text``, parsed as Markdown unless ``filename`` says plain text."""
+    return chunking.chunk(text, markdown=EXTENSIONS.get(PurePath(filename).suffix.lower(), True))
 
 
 def check_size(name, size):
@@ -108,7 +114,7 @@ def check_size(name, size):
 
 def recut_source(source):
     """Re-cut ``source`` from its stored text with the current chunking; its vectors must be rebuilt after."""
-    chunks = chunking.chunk(source.text, markdown=EXTENSIONS.get(PurePath(source.filename).suffix.lower(), True))
+    chunks = cut(source.text, source.filename)
     with transaction.atomic():
         source.passages.all().delete()
         _write_passages(source, chunks)

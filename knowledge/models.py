@@ -6,10 +6,14 @@ and their vectors are derived and can be rebuilt from the source text at any
 time without touching the story.
 """
 
+from django.core.validators import MaxLengthValidator
 from django.db import models
 from django.urls import reverse
 
-from campaigns.models import Campaign
+from campaigns.models import REASON_CHARS, Campaign
+
+NOTES_CHARS = 2_000  # a person's note about a file
+TEXT_CHARS = 1024 * 1024  # a source is at most 1 MiB of UTF-8 (seed 003 §76), so at most as many characters
 
 
 class Source(models.Model):
@@ -31,9 +35,10 @@ class Source(models.Model):
     enabled = models.BooleanField(default=True)
     hidden = models.BooleanField(default=False, help_text="Narrator only: the protagonist does not know this.")
     always_include = models.BooleanField(default=False, help_text="Canon only: supplied on every turn.")
-    notes = models.TextField(blank=True)
+    notes = models.TextField(blank=True, validators=[MaxLengthValidator(NOTES_CHARS)])
 
-    text = models.TextField(help_text="The imported text, NFC-normalised with Unix line endings.")
+    text = models.TextField(help_text="The imported text, NFC-normalised with Unix line endings.",
+                            validators=[MaxLengthValidator(TEXT_CHARS)])
     content_hash = models.CharField(max_length=64, help_text="SHA-256 of the normalised text.")
     size_bytes = models.PositiveIntegerField()
     parser_version = models.PositiveIntegerField()
@@ -41,7 +46,8 @@ class Source(models.Model):
 
     lexical_state = models.CharField(max_length=12, choices=IndexState.choices, default=IndexState.PENDING)
     semantic_state = models.CharField(max_length=12, choices=IndexState.choices, default=IndexState.PENDING)
-    semantic_detail = models.TextField(blank=True, help_text="Why the vectors are not ready, in words.")
+    semantic_detail = models.TextField(blank=True, help_text="Why the vectors are not ready, in words.",
+                                       validators=[MaxLengthValidator(REASON_CHARS)])
 
     imported_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)

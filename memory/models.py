@@ -7,9 +7,17 @@ application: eviction and the person's "forget" set ``forgotten``, and an
 abandoned line's memories stay stored and come back when the line does.
 """
 
+from django.core.validators import MaxLengthValidator
 from django.db import models
 
-from campaigns.models import Branch, Campaign, Node
+from campaigns.models import REASON_CHARS, Branch, Campaign, Node
+
+# A memory is a few sentences (the summariser is asked for at most 50 words);
+# a person's may run longer, never to the size that crowds out the story.
+MEMORY_CHARS = 2_000
+# A summary is capped at 1,200 tokens by the checkpoint rules; this bounds the
+# characters before anything counts them.
+SUMMARY_CHARS = 20_000
 
 
 class Memory(models.Model):
@@ -28,8 +36,9 @@ class Memory(models.Model):
     source_start = models.PositiveIntegerField(null=True, blank=True, help_text="First depth of the block.")
     source_end = models.PositiveIntegerField(null=True, blank=True, help_text="Last depth of the block.")
 
-    text = models.TextField()
-    original_text = models.TextField(blank=True, help_text="What was written first, kept when the text is edited.")
+    text = models.TextField(validators=[MaxLengthValidator(MEMORY_CHARS)])
+    original_text = models.TextField(blank=True, help_text="What was written first, kept when the text is edited.",
+                                     validators=[MaxLengthValidator(MEMORY_CHARS)])
     revision = models.PositiveIntegerField(default=0, help_text="Counts corrections of the text.")
     authority = models.CharField(max_length=16, choices=Authority.choices)
     origin = models.CharField(max_length=12, choices=Origin.choices, default=Origin.SUMMARISER)
@@ -95,8 +104,9 @@ class MemoryRun(models.Model):
     written = models.PositiveIntegerField(default=0)
     evicted = models.PositiveIntegerField(default=0)
     embedded = models.PositiveIntegerField(default=0)
-    embedding_note = models.TextField(blank=True, help_text="Why vectors were not made, in words.")
-    error = models.TextField(blank=True)
+    embedding_note = models.TextField(blank=True, help_text="Why vectors were not made, in words.",
+                                      validators=[MaxLengthValidator(REASON_CHARS)])
+    error = models.TextField(blank=True, validators=[MaxLengthValidator(REASON_CHARS)])
     attempts = models.PositiveIntegerField(default=1)
     updated_at = models.DateTimeField(auto_now=True)
 
@@ -127,7 +137,7 @@ class Checkpoint(models.Model):
     source_start = models.PositiveIntegerField(default=0, help_text="First depth covered: always the opening.")
     source_end = models.PositiveIntegerField(help_text="Last depth covered; later nodes stay verbatim.")
 
-    text = models.TextField()
+    text = models.TextField(validators=[MaxLengthValidator(SUMMARY_CHARS)])
     tokens = models.PositiveIntegerField(default=0)
     source_hash = models.CharField(max_length=64)
     stable_prefix_hash = models.CharField(max_length=64)
@@ -160,7 +170,7 @@ class CheckpointRun(models.Model):
     node = models.OneToOneField(Node, on_delete=models.CASCADE, related_name="checkpoint_run")
     campaign = models.ForeignKey(Campaign, on_delete=models.CASCADE, related_name="+")
     status = models.CharField(max_length=12, choices=Status.choices)
-    error = models.TextField(blank=True)
+    error = models.TextField(blank=True, validators=[MaxLengthValidator(REASON_CHARS)])
     attempts = models.PositiveIntegerField(default=1)
     updated_at = models.DateTimeField(auto_now=True)
 

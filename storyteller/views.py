@@ -267,9 +267,9 @@ def import_campaign(request):
     try:
         if upload is None:
             raise bundle.BundleRefused("Choose a campaign bundle (.json or .zip) to import.")
-        if upload.size > bundle.MAX_BYTES:
-            raise bundle.BundleRefused(f"The file is {upload.size:,} bytes; at most {bundle.MAX_BYTES:,} can be "
-                                       "imported.")
+        if upload.size > bundle.max_bytes():
+            raise bundle.BundleRefused(f"The file is {upload.size:,} bytes; a bundle may be at most "
+                                       f"{bundle.max_bytes():,} bytes. Nothing was imported.")
         campaign = bundle.import_bundle(request.user, upload.read())
     except bundle.BundleRefused as refusal:
         campaigns = Campaign.objects.filter(owner=request.user)

@@ -3,9 +3,10 @@
 import json
 
 import pytest
+from django.utils import timezone
 
 from campaigns import lineage, state, story
-from campaigns.models import Branch, Campaign, ContextSnapshot, Node, RecorderRun, SavePoint, StateEvent
+from campaigns.models import Branch, Campaign, CanonRule, ContextSnapshot, Node, RecorderRun, SavePoint, StateEvent
 from knowledge.importer import embed_source
 from knowledge.models import Passage, Source
 from memory import bank, checkpoints
@@ -50,6 +51,7 @@ def rich(campaign, narrator_server):
 
 def normalised(data):
     sections = json.loads(json.dumps(data["sections"]))
+    sections["campaigns"]["campaign"]["title"] = bundle.IMPORTED.sub("", sections["campaigns"]["campaign"]["title"])
     for source in sections["knowledge"]["sources"]:
         source.pop("id")
     for snapshot in sections["campaigns"]["snapshots"]:
@@ -79,6 +81,7 @@ def test_export_then_import_restores_tree_state_canon_and_sources(rich, owner, n
 
     restored = bundle.import_bundle(owner, data)
 
+    assert restored.title == f"The Silver Key (imported {timezone.localdate():%Y-%m-%d})"
     again = bundle.export_campaign(restored)
     assert normalised(again) == normalised(exported)
     assert lineage.path_of(restored).nodes().count() == 5
@@ -144,7 +147,13 @@ def test_restored_prompt_reports_point_at_the_restored_sources(rich, owner):
 
 def test_a_zipped_bundle_imports_like_a_plain_one(rich, owner):
     restored = bundle.import_bundle(owner, bundle.dumps(rich, zipped=True))
-    assert restored.title == rich.title and restored.head_depth == rich.head_depth
+    assert restored.title == bundle.marked(rich.title) and restored.head_depth == rich.head_depth
+
+
+def test_an_imported_campaign_is_marked_once_however_often_it_moves(rich, owner):
+    again = bundle.import_bundle(owner, bundle.dumps(bundle.import_bundle(owner, bundle.dumps(rich))))
+    assert again.title == f"{rich.title} (imported {timezone.localdate():%Y-%m-%d})"
+    assert bundle.marked("x" * 200).endswith(")") and len(bundle.marked("x" * 200)) == 200
 
 
 def counts():
@@ -163,9 +172,9 @@ def test_a_tampered_bundle_is_refused_and_nothing_is_written(rich, owner):
 def test_an_inconsistent_bundle_with_a_valid_checksum_is_refused_whole(rich, owner):
     data = bundle.export_campaign(rich)
     data["sections"]["campaigns"]["snapshots"][0]["node"] = 999  # points nowhere
-    data["checksum"] = bundle._checksum(data["sections"])
+    data["checksum"] = bundle.checksum(data["sections"])
     before = counts()
-    with pytest.raises(bundle.BundleRefused, match="not consistent"):
+    with pytest.raises(bundle.BundleRefused, match="row 1000 of the bundle's nodes, which does not exist"):
         bundle.import_bundle(owner, json.dumps(data).encode())
     assert counts() == before
 
@@ -173,7 +182,7 @@ def test_an_inconsistent_bundle_with_a_valid_checksum_is_refused_whole(rich, own
 def test_a_source_whose_text_does_not_match_its_hash_is_refused(rich, owner):
     data = bundle.export_campaign(rich)
     data["sections"]["knowledge"]["sources"][0]["text"] += "Dragons are real."
-    data["checksum"] = bundle._checksum(data["sections"])
+    data["checksum"] = bundle.checksum(data["sections"])
     before = counts()
     with pytest.raises(bundle.BundleRefused, match="does not match its SHA-256"):
         bundle.import_bundle(owner, json.dumps(data).encode())
@@ -184,7 +193,7 @@ def test_a_source_whose_text_does_not_match_its_hash_is_refused(rich, owner):
     (b"\x00\x01garbage", "not valid JSON"),
     (b'{"format": "something-else"}', "not a Storyteller campaign bundle"),
     (b'{"format": "storyteller-campaign", "version": 99}', "version 99"),
-    (b"PK\x03\x04broken", "zip is not a campaign bundle"),
+    (b"PK\x03\x04broken", "zip is damaged"),
 ])
 def test_malformed_bundles_are_refused_clearly(owner, data, message):
     with pytest.raises(bundle.BundleRefused, match=message):
@@ -209,3 +218,35 @@ def test_export_downloads_and_import_creates_a_new_campaign(client, owner, rich)
 def test_another_persons_campaign_cannot_be_exported(client, outsider, campaign):
     client.force_login(outsider)
     assert client.get(f"/campaigns/{campaign.pk}/export/").status_code == 404
+
+
+def test_a_superseded_initial_canon_rule_is_still_superseded_after_import(campaign, owner):
+    rule = CanonRule.objects.create(campaign=campaign, text="The north gate is open.", scope="initial")
+    act(campaign, "close the gate", "The gate slams shut.")
+    node = Node.objects.get(campaign=campaign, depth=2)
+    [event] = state.apply_events(node, [{"type": "add_fact", "value": "The north gate is closed."}], source="recorder")
+    assert event.status == "applied"
+    assert state.state_at(lineage.path_of(campaign), campaign).superseded(rule.pk)
+
+    restored = bundle.import_bundle(owner, bundle.dumps(campaign))
+
+    carried = CanonRule.objects.get(campaign=restored, text=rule.text)
+    assert carried.pk != rule.pk
+    assert state.state_at(lineage.path_of(restored), restored).superseded(carried.pk)
+
+
+def test_a_version_1_bundle_still_imports_and_finds_its_superseded_rule_by_text(campaign, owner):
+    CanonRule.objects.create(campaign=campaign, text="The north gate is open.", scope="initial")
+    act(campaign, "close the gate", "The gate slams shut.")
+    node = Node.objects.get(campaign=campaign, depth=2)
+    state.apply_events(node, [{"type": "add_fact", "value": "The north gate is closed."}], source="recorder")
+    data = bundle.export_campaign(campaign)
+    data["version"] = 1
+    for record in data["sections"]["campaigns"]["state_records"]:
+        record.pop("canon_rule")
+    data["checksum"] = bundle.checksum(data["sections"])
+
+    restored = bundle.import_bundle(owner, json.dumps(data).encode())
+
+    carried = CanonRule.objects.get(campaign=restored, text="The north gate is open.")
+    assert state.state_at(lineage.path_of(restored), restored).superseded(carried.pk)

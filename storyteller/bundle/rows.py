@@ -1,0 +1,264 @@
+"""The bundle format's tables: which fields each row may carry, and how each value is checked (docs/bundle.md).
+
+A row names only the fields listed here. Plain fields are checked against the
+model field they are written to, as the forms check them: JSON type first
+(text is a string, a count is a whole number, never ``true``), then the
+field's own rules (lengths, choices, ranges, the text limits of issue 10).
+A link is the position of a row in another table of the same bundle, never a
+database id; a JSON field is checked for its shape. Anything else in a row —
+``id``, ``campaign_id``, ``branch_id`` — is refused, so nothing in a bundle can
+name a row the import did not create.
+"""
+
+import math
+import re
+from dataclasses import dataclass, field
+
+from django.core.exceptions import ValidationError
+from django.db import models
+from django.utils.dateparse import parse_datetime
+
+from campaigns.models import (
+    REASON_CHARS,
+    Branch,
+    Campaign,
+    CanonRule,
+    ContextSnapshot,
+    Node,
+    RecorderRun,
+    SavePoint,
+    StateEvent,
+    StateRecord,
+)
+from campaigns.state.events import MAX_TEXT
+from knowledge.models import Source
+from memory.models import Checkpoint, Memory, MemoryRun
+
+from .reading import refuse
+
+
+@dataclass(frozen=True)
+class Table:
+    section: str
+    name: str
+    model: type
+    scope: str  # how export finds the campaign's rows
+    fields: tuple  # plain fields, carried as they are
+    links: dict = field(default_factory=dict)  # bundle field -> (table it points into, may be null)
+    shapes: dict = field(default_factory=dict)  # JSON field -> its shape check
+
+
+def _text_tree(most_text, most_items=50, most_depth=4):
+    """Return a check for a small JSON value: objects, lists, text up to ``most_text``, numbers, true/false/null."""
+    def check(value, where, depth=0):
+        if depth > most_depth:
+            refuse(f"{where} is nested more than {most_depth} levels deep.")
+        if isinstance(value, str):
+            if len(value) > most_text:
+                refuse(f"{where} holds text longer than {most_text:,} characters.")
+        elif isinstance(value, dict):
+            if len(value) > most_items:
+                refuse(f"{where} holds more than {most_items} fields.")
+            for key, item in value.items():
+                check(item, f"{where} ({key[:40]})", depth + 1)
+        elif isinstance(value, list):
+            if len(value) > most_items:
+                refuse(f"{where} holds more than {most_items} items.")
+            for item in value:
+                check(item, where, depth + 1)
+        elif isinstance(value, float) and not math.isfinite(value):
+            refuse(f"{where} holds a number that is not finite.")
+    return check
+
+
+_NAME = re.compile(r"[a-z][a-z0-9_]{0,39}")
+_values = _text_tree(MAX_TEXT, most_items=50, most_depth=3)
+_data = _text_tree(REASON_CHARS)
+
+
+def _payload(value, where):
+    """An event as the pipeline stores it: named fields of bounded text (events.clean's output, or a new type's)."""
+    if not isinstance(value, dict):
+        refuse(f"{where} must be an object with the event's type, subject, object and value.")
+    if not isinstance(value.get("type", ""), str):
+        refuse(f"{where} must name its type as text.")
+    for key in value:
+        if not _NAME.fullmatch(key):
+            refuse(f"{where} has a field named “{key[:40]}”, which is not an event field.")
+    _values(value, where)
+
+
+def _previous(value, where):
+    """What an event replaced, slot by slot: [{"slot", "value", "data", "authority"}, …]."""
+    if not isinstance(value, list) or not all(isinstance(item, dict) for item in value):
+        refuse(f"{where} must be a list of the slots the event replaced.")
+    _data(value, where)
+
+
+def _record_data(value, where):
+    if not isinstance(value, dict):
+        refuse(f"{where} must be an object.")
+    _data(value, where)
+
+
+def _report(value, where):
+    """The inspector's record of one prompt: display data, bounded by the reader's depth and size limits."""
+    if not isinstance(value, dict):
+        refuse(f"{where} must be an object (the record of what the narrator was told).")
+    if value and not (isinstance(value.get("budget"), dict) and isinstance(value.get("sections"), list)):
+        refuse(f"{where} lacks the budget and sections every prompt record has.")
+
+
+CAMPAIGN_FIELDS = (
+    "title", "genre", "protagonist", "opening", "point_of_view", "prose_length", "dialogue_density",
+    "descriptive_richness", "violence_level", "pacing", "style_notes", "narrator_rules", "context_token_budget",
+    "max_output_tokens", "temperature", "narrator_model", "embed_model", "head_depth", "created_at", "updated_at",
+)
+CAMPAIGN_LINKS = {"head_branch": ("branches", False)}
+
+# In the order they are written: every link points back to a table already written.
+TABLES = (
+    Table("campaigns", "branches", Branch, "campaign", ("fork_depth", "created_at"),
+          {"parent": ("branches", True)}),
+    Table("campaigns", "nodes", Node, "campaign",
+          ("depth", "role", "mode", "text", "direction", "tokens", "tokens_through", "created_at"),
+          {"branch": ("branches", False)}),
+    Table("campaigns", "snapshots", ContextSnapshot, "node__campaign",
+          ("report", "model", "api", "prompt_eval_count", "eval_count", "done_reason", "duration_ms"),
+          {"node": ("nodes", False)}, {"report": _report}),
+    Table("campaigns", "save_points", SavePoint, "campaign", ("name", "depth", "created_at"),
+          {"branch": ("branches", False)}),
+    Table("campaigns", "canon_rules", CanonRule, "campaign",
+          ("text", "scope", "enabled", "position", "created_at", "updated_at")),
+    Table("campaigns", "state_events", StateEvent, "campaign",
+          ("source", "payload", "status", "reason", "previous", "attempt", "created_at"),
+          {"node": ("nodes", False)}, {"payload": _payload, "previous": _previous}),
+    Table("campaigns", "state_records", StateRecord, "campaign",
+          ("depth", "slot", "kind", "subject", "value", "data", "narrator_only", "authority", "retracted"),
+          {"branch": ("branches", False), "event": ("state_events", False), "canon_rule": ("canon_rules", True)},
+          {"data": _record_data}),
+    Table("campaigns", "recorder_runs", RecorderRun, "node__campaign",
+          ("status", "error", "attempts", "model", "updated_at"), {"node": ("nodes", False)}),
+    Table("memory", "memories", Memory, "campaign",
+          ("depth", "source_start", "source_end", "text", "original_text", "revision", "authority", "origin", "model",
+           "pinned", "forgotten", "enabled", "use_count", "last_used_at", "created_at"),
+          {"branch": ("branches", False)}),
+    Table("memory", "memory_runs", MemoryRun, "campaign",
+          ("status", "written", "evicted", "embedded", "embedding_note", "error", "attempts", "updated_at"),
+          {"node": ("nodes", False)}),
+    Table("memory", "checkpoints", Checkpoint, "campaign",
+          ("depth", "source_start", "source_end", "text", "tokens", "source_hash", "stable_prefix_hash",
+           "schema_version", "prompt_version", "origin", "model", "created_at"),
+          {"branch": ("branches", False)}),
+    Table("knowledge", "sources", Source, "campaign",
+          ("title", "filename", "classification", "enabled", "hidden", "always_include", "notes", "text",
+           "content_hash", "size_bytes", "parser_version", "chunking_version", "imported_at")),
+)
+BY_NAME = {table.name: table for table in TABLES}
+SECTIONS = {"campaigns": ["campaign"] + [t.name for t in TABLES if t.section == "campaigns"],
+            "memory": [t.name for t in TABLES if t.section == "memory"],
+            "knowledge": [t.name for t in TABLES if t.section == "knowledge"]}
+# A source's number in the exporting install's prompt records: a label the
+# importer uses to renumber those records, never to find a row.
+SOURCE_LABEL = "id"
+
+
+@dataclass
+class Row:
+    """One checked row: model field values, and links as positions in other tables of the bundle."""
+
+    values: dict
+    links: dict
+    label: int | None = None
+
+
+def check_campaign(row, sizes):
+    """Return the checked campaign settings as a Row (head_branch a position in the bundle's branches)."""
+    return _check(row, "campaign", Campaign, CAMPAIGN_FIELDS, CAMPAIGN_LINKS, {}, sizes)
+
+
+def check_table(table, rows, sizes):
+    """Return the checked rows of ``table``; ``sizes`` gives the row count of every table a link may point into."""
+    if not isinstance(rows, list):
+        refuse(f"The bundle's {table.name} must be a list of rows.")
+    labelled = table.name == "sources"
+    return [_check(row, f"{table.name} row {index + 1}", table.model, table.fields, table.links,
+                   table.shapes, sizes | {table.name: index}, labelled=labelled, table=table.name)
+            for index, row in enumerate(rows)]
+
+
+def _check(row, where, model, fields, links, shapes, sizes, *, labelled=False, table="campaign"):
+    if not isinstance(row, dict):
+        refuse(f"{where} must be an object of named fields.")
+    known = set(fields) | set(links) | ({SOURCE_LABEL} if labelled else set())
+    for key in row:
+        if key not in known:
+            refuse(f"{where} has a field “{key[:60]}” that is not part of the bundle format (a bundle names rows "
+                   "by their place in it, never by database id; see docs/bundle.md).")
+    values = {}
+    for name in fields:
+        model_field = model._meta.get_field(name)
+        if name not in row:
+            if not model_field.has_default() and not model_field.null and not model_field.blank:
+                refuse(f"{where} has no {name}.")
+            continue
+        if name in shapes:
+            shapes[name](row[name], f"{where} ({name})")
+        values[name] = value(model_field, row[name], f"{where} ({name})")
+    checked_links = {}
+    for name, (target, nullable) in links.items():
+        position = row.get(name)
+        if position is None:
+            if not nullable:
+                refuse(f"{where} names no {name}.")
+            checked_links[name] = None
+            continue
+        if not isinstance(position, int) or isinstance(position, bool):
+            refuse(f"{where} ({name}) must be the position of a row in the bundle's {target}, a whole number.")
+        if not 0 <= position < sizes.get(target, 0):
+            refuse(f"{where} ({name}) points at row {position + 1} of the bundle's {target}, which "
+                   f"{'is not an earlier row' if target == table else 'does not exist'}.")
+        checked_links[name] = position
+    label = row.get(SOURCE_LABEL) if labelled else None
+    if label is not None and (not isinstance(label, int) or isinstance(label, bool)):
+        refuse(f"{where} ({SOURCE_LABEL}) must be a whole number.")
+    return Row(values, checked_links, label)
+
+
+def value(model_field, raw, where):
+    """Return ``raw`` as the value of ``model_field``, checked as a form would check it; refuse in words otherwise."""
+    if raw is None:
+        if model_field.null:
+            return None
+        refuse(f"{where} cannot be empty (null).")
+    if isinstance(model_field, models.BooleanField):
+        if not isinstance(raw, bool):
+            refuse(f"{where} must be true or false.")
+    elif isinstance(model_field, (models.CharField, models.TextField)):
+        if not isinstance(raw, str):
+            refuse(f"{where} must be text.")
+    elif isinstance(model_field, models.IntegerField):
+        if not isinstance(raw, int) or isinstance(raw, bool):
+            refuse(f"{where} must be a whole number.")
+    elif isinstance(model_field, models.FloatField):
+        if not isinstance(raw, (int, float)) or isinstance(raw, bool):
+            refuse(f"{where} must be a number.")
+    elif isinstance(model_field, models.DateTimeField):
+        raw = _moment(raw, where)
+    elif isinstance(model_field, models.JSONField):
+        return raw  # its shape is checked by the table's own check; an empty record ({}) is a record
+    try:
+        return model_field.clean(raw, None)
+    except ValidationError as error:
+        refuse(f"{where}: {' '.join(error.messages)}")
+
+
+def _moment(raw, where):
+    try:
+        moment = parse_datetime(raw) if isinstance(raw, str) else None
+    except ValueError:
+        moment = None
+    if moment is None or moment.tzinfo is None:
+        refuse(f"{where} must be a date and time with its time zone, such as 2026-12-01T09:30:00Z; "
+               f"{str(raw)[:40]!r} is not.")
+    return moment
