@@ -1,5 +1,9 @@
 """Chunking is pure and deterministic: heading-aware, bounded, no overlap (seed 003 §76)."""
 
+import time
+
+import pytest
+
 from knowledge import chunking
 from storyteller import tokens
 from tests.knowledge.conftest import read_fixture
@@ -76,3 +80,39 @@ def test_passage_hashes_and_token_counts_are_of_their_own_text():
     for passage in chunking.chunk(canon()):
         assert passage.tokens == tokens.count(passage.text)
         assert len(passage.content_hash) == 64
+
+
+MiB = 1024 * 1024
+# Inputs that made one pattern or count rescan what it had already read: each took from 40 s to hours per MiB.
+PATHOLOGICAL = {
+    "words, no paragraph breaks": ("lorem ipsum dolor sit amet " * 40_000)[:MiB],
+    "one run of letters": "a" * MiB,
+    "tiny sentences": "a. " * (MiB // 3),
+    "a heading line of spaces": "# " + " " * MiB + "x",
+    "image openers on one line": "![" * (MiB // 2),
+    "unclosed image addresses on one line": "![a](" * (MiB // 5),
+    "a line of hashes and spaces": "# " + "# " * (MiB // 2),
+}
+
+
+@pytest.mark.parametrize("text", PATHOLOGICAL.values(), ids=PATHOLOGICAL.keys())
+def test_chunking_is_linear_on_any_megabyte(text):
+    started = time.perf_counter()
+    passages = chunking.chunk(text)
+    seconds = time.perf_counter() - started
+    assert seconds < 15, f"{seconds:.1f} s for 1 MiB"
+    assert all(p.tokens <= chunking.MAX_TOKENS for p in passages)
+    assert "".join(text.split()) == "".join("".join(p.text for p in passages).split()) or "![" in text
+
+
+def test_an_image_scan_finds_what_the_pattern_found():
+    text = "![a](x) ![](y) ![b](z\n) ![c] (d) ![![e](f)](g) ![h](i"
+    # What the pattern !\[([^\]\n]*)\]\([^)\n]*\) replaced, case by case.
+    assert chunking.inert(text) == "[image: a] [image] ![b](z\n) ![c] (d) [image: ![e]](g) ![h](i"
+
+
+def test_a_heading_keeps_its_title_without_closing_hashes_and_a_long_line_is_text():
+    (passage,) = chunking.chunk("## The North Gate ##  \n\nIt is open.\n\n# " + "long " * 100 + "\n\nmore")
+    assert passage.heading_path == "" and passage.text.startswith("## The North Gate ##")
+    passages = chunking.chunk("# Book\n\n## The North Gate ##\n\n" + "Words here. " * 700 + "\n\n## Next\n\nMore.")
+    assert "Book › The North Gate" in [p.heading_path for p in passages]
