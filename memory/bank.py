@@ -11,8 +11,10 @@ from django.db import transaction
 from django.db.models import F
 from django.utils import timezone
 
+from campaigns.models import REASON_CHARS
+
 from . import authority, blocks, eviction
-from .models import Memory, MemoryRun, MemoryVector
+from .models import MEMORY_CHARS, Memory, MemoryRun, MemoryVector
 
 
 @dataclass(frozen=True)
@@ -46,7 +48,7 @@ def write(campaign_id, written):
     """
     rows = []
     for memory in written:
-        text = blocks.strip_marker(memory.text)
+        text = blocks.strip_marker(memory.text)[:MEMORY_CHARS]  # a server that ignores the token limit
         if not text:
             continue
         rows.append(Memory(
@@ -59,9 +61,7 @@ def write(campaign_id, written):
 
 def add_by_hand(campaign, text):
     """Record a memory the person typed, anchored at the head (where they typed it); it has no source range."""
-    text = " ".join(text.split())
-    if not text:
-        raise ValueError("A memory needs some text; write what the narrator should remember.")
+    text = _checked(text, "A memory needs some text; write what the narrator should remember.")
     return Memory.objects.create(
         campaign=campaign, branch_id=campaign.head_branch_id, depth=campaign.head_depth, text=text,
         authority=authority.classify(text), origin=Memory.Origin.PERSON,
@@ -70,9 +70,7 @@ def add_by_hand(campaign, text):
 
 def edit_text(memory, text):
     """Correct a memory's text, keeping what was first written; its vector is rebuilt from the new text."""
-    text = " ".join(text.split())
-    if not text:
-        raise ValueError("A memory cannot be emptied; forget it instead.")
+    text = _checked(text, "A memory cannot be emptied; forget it instead.")
     if not memory.original_text:
         memory.original_text = memory.text
     memory.text = text
@@ -82,6 +80,20 @@ def edit_text(memory, text):
         memory.authority = Memory.Authority.HEURISTIC
     memory.save()
     MemoryVector.objects.filter(memory=memory).delete()
+
+
+def _checked(text, empty):
+    """Return ``text`` with its whitespace folded, or raise ValueError saying what to change."""
+    if len(text) > 2 * MEMORY_CHARS:  # far over: refuse before folding megabytes
+        raise ValueError(f"A memory may be at most {MEMORY_CHARS:,} characters; this one is {len(text):,}. "
+                         "Shorten it to what the narrator should remember.")
+    text = " ".join(text.split())
+    if not text:
+        raise ValueError(empty)
+    if len(text) > MEMORY_CHARS:
+        raise ValueError(f"A memory may be at most {MEMORY_CHARS:,} characters; this one is {len(text):,}. "
+                         "Shorten it to what the narrator should remember.")
+    return text
 
 
 def set_flags(memory, **flags):
@@ -145,7 +157,7 @@ def record_run(node, *, status, written=0, evicted=0, embedded=0, embedding_note
     run, created = MemoryRun.objects.get_or_create(
         node=node, defaults={"campaign_id": node.campaign_id, "status": status})
     run.status, run.written, run.evicted, run.embedded = status, written, evicted, embedded
-    run.embedding_note, run.error = embedding_note, error
+    run.embedding_note, run.error = embedding_note[:REASON_CHARS], error[:REASON_CHARS]
     if not created:
         run.attempts += 1
     run.save()

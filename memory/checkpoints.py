@@ -17,9 +17,10 @@ from dataclasses import dataclass
 
 from django.db import connection
 
+from campaigns.models import REASON_CHARS
 from storyteller import tokens
 
-from .models import Checkpoint, CheckpointRun
+from .models import SUMMARY_CHARS, Checkpoint, CheckpointRun
 
 # Bump when what the hash covers changes: every older row becomes unusable and is rebuilt on need.
 SCHEMA_VERSION = 1
@@ -162,6 +163,9 @@ def write(path, end, text, stable_prefix_hash, *, model="", anchor=None, origin=
     an empty or oversized text or a range the path does not hold.
     """
     text = text.strip()
+    if len(text) > SUMMARY_CHARS:  # refused before counting: counting megabytes takes seconds
+        raise ValueError(f"The summary is {len(text):,} characters; shorten it to at most {SUMMARY_CHARS:,} "
+                         f"characters ({MAX_SUMMARY_TOKENS:,} tokens).")
     count = tokens.count(text)
     if not text:
         raise ValueError("A summary needs some text; write what has happened in the story so far.")
@@ -188,6 +192,7 @@ def delete_all(campaign_id):
 
 def record_run(node, *, status, error=""):
     """Record what the checkpoint step did after ``node``, counting attempts (a failure's record is written last)."""
+    error = error[:REASON_CHARS]
     run, created = CheckpointRun.objects.get_or_create(
         node=node, defaults={"campaign_id": node.campaign_id, "status": status, "error": error})
     if not created:
