@@ -4,6 +4,7 @@ Views parse, call the importer or retrieval, render. Every campaign and source
 is fetched with the signed-in owner in the query, so anyone else's is a 404.
 """
 
+from asgiref.sync import sync_to_async
 from django.contrib.auth.decorators import login_required
 from django.db.models import Count, Sum
 from django.shortcuts import get_object_or_404, redirect, render
@@ -13,6 +14,7 @@ from django_htmx.http import HttpResponseClientRedirect
 
 from campaigns.models import ContextSnapshot
 from campaigns.views import campaign_for_user
+from storyteller import importing
 
 from . import importer, retrieval
 from .forms import SourceForm, UploadForm
@@ -54,7 +56,15 @@ def knowledge_page(request, pk):
 
 @login_required
 @require_POST
-def upload(request, pk):
+async def upload(request, pk):
+    """Import the files on the import thread (storyteller.importing), so nobody else's play waits for them."""
+    request.user = await request.auser()  # resolved here, not again on the import thread
+    if importing.full():
+        return await sync_to_async(_busy)(request, pk)
+    return await importing.run(_upload, request, pk)
+
+
+def _upload(request, pk):
     campaign = campaign_for_user(request, pk)
     form = UploadForm(request.POST)
     files = request.FILES.getlist("files")
@@ -130,8 +140,22 @@ def source_delete(request, pk, source_pk):
 
 @login_required
 @require_POST
-def rebuild(request, pk):
-    """Re-cut every source from its stored text and rebuild its vectors; the story is not touched."""
+async def rebuild(request, pk):
+    """Re-cut every source from its stored text and rebuild its vectors (on the import thread); the story is not
+    touched."""
+    request.user = await request.auser()
+    if importing.full():
+        return await sync_to_async(_busy)(request, pk)
+    return await importing.run(_rebuild, request, pk)
+
+
+def _busy(request, pk):
+    context = _page_context(campaign_for_user(request, pk), results=[(False, importing.BUSY)])
+    template = "knowledge/knowledge.html#import" if request.htmx else "knowledge/knowledge.html"
+    return render(request, template, context, status=503)
+
+
+def _rebuild(request, pk):
     campaign = campaign_for_user(request, pk)
     for source in Source.objects.filter(campaign=campaign):
         importer.recut_source(source)

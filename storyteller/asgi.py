@@ -19,6 +19,26 @@ from django.urls import path  # noqa: E402
 
 from .consumers import PlayConsumer  # noqa: E402
 
+
+def _stop_twisted_parsing_forms():
+    """Keep Daphne's web server from parsing form bodies that it never uses.
+
+    Twisted parses every multipart POST in memory with the email package
+    before Daphne hands the raw body to Django (twisted/twisted#5511): a
+    50 MiB upload cost 600 MiB and seconds of the event loop, for any URL.
+    Daphne reads only ``content``, never the ``args`` that parsing fills.
+    Twisted sets the flag on each request from a constructor argument Daphne
+    never passes, so the class answers False whatever is assigned.
+    """
+    try:
+        from daphne.http_protocol import WebRequest
+    except ImportError:  # served by something other than Daphne
+        return
+    WebRequest._parsePOSTFormSubmission = property(lambda request: False, lambda request, value: None)
+
+
+_stop_twisted_parsing_forms()
+
 websocket_urlpatterns = [path("ws/play/<int:pk>/", PlayConsumer.as_asgi())]
 
 application = ProtocolTypeRouter({

@@ -26,7 +26,7 @@ from campaigns.models import Branch, Campaign, Node, SavePoint
 from memory import bank as memory_bank
 from memory import views as memory_views
 
-from . import bundle, compaction, llm, memories, postturn, signin
+from . import bundle, compaction, importing, llm, memories, postturn, signin
 from .context import prefix_hash
 from .diagnostics import long_run
 
@@ -262,7 +262,15 @@ def export_campaign(request, pk):
 
 @login_required
 @require_POST
-def import_campaign(request):
+async def import_campaign(request):
+    """Import a campaign bundle on the import thread, so nobody else's play waits for it."""
+    request.user = await request.auser()  # resolved here, not again on the import thread
+    if importing.full():
+        return await sync_to_async(_refused_import)(request, importing.BUSY)
+    return await importing.run(_import_campaign, request)
+
+
+def _import_campaign(request):
     upload = request.FILES.get("bundle")
     try:
         if upload is None:
@@ -270,12 +278,16 @@ def import_campaign(request):
         if upload.size > bundle.max_bytes():
             raise bundle.BundleRefused(f"The file is {upload.size:,} bytes; a bundle may be at most "
                                        f"{bundle.max_bytes():,} bytes. Nothing was imported.")
-        campaign = bundle.import_bundle(request.user, upload.read())
+        campaign = bundle.import_bundle(request.user, upload)
     except bundle.BundleRefused as refusal:
-        campaigns = Campaign.objects.filter(owner=request.user)
-        return render(request, "campaigns/campaign_list.html", {"campaigns": campaigns, "import_error": str(refusal)},
-                      status=400)
+        return _refused_import(request, str(refusal))
     return redirect("play", campaign.pk)
+
+
+def _refused_import(request, error):
+    campaigns = Campaign.objects.filter(owner=request.user)
+    return render(request, "campaigns/campaign_list.html", {"campaigns": campaigns, "import_error": error},
+                  status=400)
 
 
 @require_GET

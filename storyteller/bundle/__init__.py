@@ -95,7 +95,8 @@ def dumps(campaign, *, zipped=False):
 
 
 def import_bundle(owner, data):
-    """Create a new campaign for ``owner`` from bundle bytes and return it; rebuild its vectors after.
+    """Create a new campaign for ``owner`` from a bundle (bytes or a binary file) and return it; rebuild its
+    vectors after.
 
     Raise BundleRefused, saying in words what is wrong, with nothing written.
     Slow: run it off the event loop and off the database thread (``importing``).
@@ -117,7 +118,7 @@ class Bundle:
 
 
 def read(data):
-    """Return the checked contents of bundle bytes, or refuse in words; nothing is written."""
+    """Return the checked contents of a bundle (bytes or a binary file), or refuse in words; nothing is written."""
     bundle = load(data, max_bytes())
     if not isinstance(bundle, dict) or bundle.get("format") != FORMAT:
         refuse("This is not a Storyteller campaign bundle (it does not say “format”: “storyteller-campaign”).")

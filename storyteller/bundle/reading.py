@@ -54,13 +54,19 @@ def refuse(reason):
     raise BundleRefused(f"{reason} Nothing was imported.")
 
 
-def load(data, limit):
-    """Return the JSON value of ``data`` (a bundle, or a zip holding one as campaign.json) within ``limit`` bytes."""
-    if len(data) > limit:
-        refuse(f"The file is {len(data):,} bytes; a bundle may be at most {limit:,} bytes.")
-    if data[:4] == b"PK\x03\x04" or data[:4] == b"PK\x05\x06":
-        data = _unzip(data, limit)
-    return _parse(_decode(data), limit)
+def load(source, limit):
+    """Return the JSON value of ``source`` (bytes or a binary file: a bundle, or a zip holding one as
+    campaign.json), reading at most ``limit`` bytes of it and of the text it unpacks to."""
+    stream = io.BytesIO(source) if isinstance(source, (bytes, bytearray)) else source
+    size = stream.seek(0, io.SEEK_END)
+    if size > limit:
+        refuse(f"The file is {size:,} bytes; a bundle may be at most {limit:,} bytes.")
+    stream.seek(0)
+    head = stream.read(4)
+    stream.seek(0)
+    if head in (b"PK\x03\x04", b"PK\x05\x06"):
+        return _parse(_decode(_unzip(stream, size, limit)), limit)
+    return _parse(_decode(stream.read()), limit)
 
 
 def checksum(sections):
@@ -91,10 +97,10 @@ def _canonical(value, levels):
         yield json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
 
 
-def _unzip(data, limit):
-    _check_directory(data)
+def _unzip(stream, size, limit):
+    _check_directory(stream, size)
     try:
-        with zipfile.ZipFile(io.BytesIO(data)) as archive:
+        with zipfile.ZipFile(stream) as archive:
             try:
                 info = archive.getinfo(MEMBER)
             except KeyError:
@@ -123,23 +129,28 @@ def _zip_problem(error):
     return "its directory cannot be read"
 
 
-def _check_directory(data):
+def _check_directory(stream, size):
     """Refuse a zip whose central directory is larger than a bundle's could be, before zipfile reads it.
 
     The end record is found the way zipfile finds it (the last 22 bytes, else
     the last signature within 64 KiB of the end), so both read the same one.
     """
-    if len(data) >= 22 and data[-22:-18] == b"PK\x05\x06" and data[-2:] == b"\x00\x00":
-        end = len(data) - 22
+    start = max(0, size - 22 - 0xFFFF - 20)
+    stream.seek(start)
+    tail = stream.read()
+    stream.seek(0)
+    if len(tail) >= 22 and tail[-22:-18] == b"PK\x05\x06" and tail[-2:] == b"\x00\x00":
+        end = len(tail) - 22
     else:
-        end = data.rfind(b"PK\x05\x06", max(0, len(data) - 22 - 0xFFFF))
-    if end < 0 or len(data) < end + 22:
+        end = tail.rfind(b"PK\x05\x06", max(0, len(tail) - 22 - 0xFFFF))
+    if end < 0 or len(tail) < end + 22:
         refuse("The zip is damaged (its directory cannot be found); export the campaign again.")
-    if end >= 20 and data[end - 20:end - 16] == b"PK\x06\x07":
+    if end >= 20 and tail[end - 20:end - 16] == b"PK\x06\x07":
         refuse("This is a ZIP64 archive, far larger than a campaign bundle can be.")
-    size = int.from_bytes(data[end + 12:end + 16], "little")
-    if size > MAX_DIRECTORY_BYTES:
-        refuse(f"The zip's directory is {size:,} bytes; a campaign bundle's is a few hundred, so this is not one.")
+    directory = int.from_bytes(tail[end + 12:end + 16], "little")
+    if directory > MAX_DIRECTORY_BYTES:
+        refuse(f"The zip's directory is {directory:,} bytes; a campaign bundle's is a few hundred, so this is "
+               "not one.")
 
 
 def _decode(data):
@@ -167,9 +178,15 @@ def _parse(text, limit):
 
 
 def _count_values(text, most):
-    """Refuse text holding more than ``most`` JSON values, counted on its skeleton (strings left out)."""
-    skeleton = _STRING.sub("", text)
-    values = skeleton.count(",") + skeleton.count("[") + skeleton.count("{") + 1
+    """Refuse text holding more than ``most`` JSON values, counted on its skeleton (strings left out).
+
+    The separators of the whole text, strings included, bound the count from
+    above; only when that bound is too high is the skeleton made (a copy).
+    """
+    values = text.count(",") + text.count("[") + text.count("{") + 1
+    if values > most:
+        skeleton = _STRING.sub("", text)
+        values = skeleton.count(",") + skeleton.count("[") + skeleton.count("{") + 1
     if values > most:
         refuse(f"The bundle holds about {values:,} separate values; a bundle of its size may hold at most {most:,}.")
 

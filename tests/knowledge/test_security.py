@@ -1,5 +1,6 @@
 """Seed 003 §71: imported text is inert data and never a reason to reach beyond this machine."""
 
+import pytest
 from django.urls import reverse
 
 from campaigns import lineage
@@ -29,6 +30,7 @@ def test_pages_show_hostile_markup_escaped(client, owner, campaign):
         assert 'src="https://' not in page and "href=\"https://" not in page
 
 
+@pytest.mark.django_db(transaction=True)  # the import thread's own connection sees only committed rows
 def test_nothing_leaves_loopback_during_import_indexing_inspection_and_building(
         client, owner, campaign, narrator_server, loopback_only):
     client.force_login(owner)

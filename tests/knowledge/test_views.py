@@ -1,5 +1,6 @@
 """The knowledge pages: page, htmx fragment, wrong method and another person's campaign for each."""
 
+import pytest
 from django.core.files.uploadedfile import SimpleUploadedFile
 from django.urls import reverse
 
@@ -9,6 +10,8 @@ from storyteller.context import Action
 from tests.knowledge.conftest import import_fixture, read_fixture
 
 HTMX = {"HTTP_HX_REQUEST": "true"}
+# Imports run on their own thread with its own database connection, which sees only committed rows.
+pytestmark = pytest.mark.django_db(transaction=True)
 
 
 def upload(client, campaign, *names, **fields):

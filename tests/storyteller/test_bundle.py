@@ -201,6 +201,7 @@ def test_malformed_bundles_are_refused_clearly(owner, data, message):
     assert Campaign.objects.count() == 0
 
 
+@pytest.mark.django_db(transaction=True)  # the import thread's own connection sees only committed rows
 def test_export_downloads_and_import_creates_a_new_campaign(client, owner, rich):
     client.force_login(owner)
     response = client.get(f"/campaigns/{rich.pk}/export/?zip=1")
