@@ -45,6 +45,36 @@ def _env_count(name, default):
     return int(value)
 
 
+def _env_origin(name):
+    """Return the origin in ``name`` as scheme://host[:port] (the default port left out, as browsers send it)."""
+    from urllib.parse import urlsplit
+
+    value = os.environ.get(name, "").strip()
+    if not value:
+        return ""
+    parts = urlsplit(value)
+    defaults = {"http": 80, "https": 443}
+    try:
+        port = parts.port
+    except ValueError:
+        port = -1
+    if (parts.scheme not in defaults or not parts.hostname or parts.username or parts.path not in ("", "/")
+            or parts.query or parts.fragment or port == -1):
+        from django.core.exceptions import ImproperlyConfigured
+
+        raise ImproperlyConfigured(f"{name} is {value!r}; set it to the address people open in their browser, "
+                                   "scheme, host and port only, such as http://127.0.0.1:8000.")
+    return f"{parts.scheme}://{_host_of(value)}" + ("" if port in (None, defaults[parts.scheme]) else f":{port}")
+
+
+def _host_of(origin):
+    """Return the host of ``origin`` as ALLOWED_HOSTS spells it (an IPv6 address in brackets)."""
+    from urllib.parse import urlsplit
+
+    host = urlsplit(origin).hostname
+    return f"[{host}]" if ":" in host else host
+
+
 def _secret_key(data_dir):
     """Return the key stored in the data folder, creating it on first run."""
     path = data_dir / "secret_key"
@@ -63,10 +93,13 @@ DEBUG = _env_bool("STORYTELLER_DEBUG")
 
 # Bound to loopback: the app is for the person sitting at this machine.
 ALLOWED_HOSTS = ["127.0.0.1", "localhost", "[::1]"]
-CSRF_TRUSTED_ORIGINS = [
-    "http://127.0.0.1:8000",
-    "http://localhost:8000",
-]
+# The origin pages must come from to post or open the play socket: by default
+# the loopback address and the port the app is serving on, whatever it is
+# (storyteller/origins.py); set it when a proxy serves the app under another.
+STORYTELLER_ORIGIN = _env_origin("STORYTELLER_ORIGIN")
+if STORYTELLER_ORIGIN:
+    ALLOWED_HOSTS.append(_host_of(STORYTELLER_ORIGIN))
+CSRF_TRUSTED_ORIGINS = [STORYTELLER_ORIGIN] if STORYTELLER_ORIGIN else []
 
 INSTALLED_APPS = [
     "daphne",
@@ -89,7 +122,7 @@ MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
-    "django.middleware.csrf.CsrfViewMiddleware",
+    "storyteller.origins.CsrfViewMiddleware",
     "django.contrib.auth.middleware.AuthenticationMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",

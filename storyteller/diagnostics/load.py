@@ -68,7 +68,7 @@ class LiveApp:
         self.port = free_port()
         self.base = f"http://127.0.0.1:{self.port}"
         self.env = {**os.environ, "STORYTELLER_DATA_DIR": str(self.folder), "STORYTELLER_LLM_URL": self.server.url,
-                    "STORYTELLER_LLM_API": "ollama", "STORYTELLER_ORIGIN": self.base}
+                    "STORYTELLER_LLM_API": "ollama"}
         self._manage("migrate", "--noinput")
         self.people = json.loads(self._manage("shell", "-c", _SETUP).strip().splitlines()[-1])
         self.process = subprocess.Popen(
