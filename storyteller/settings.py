@@ -75,18 +75,55 @@ def _host_of(origin):
     return f"[{host}]" if ":" in host else host
 
 
+def _private_folder(path):
+    """Create the data folder for its owner alone, or make an existing one private, saying so once.
+
+    The umask makes every file the app creates from here on 0600 from its
+    first byte, the SQLite database and its -wal and -shm files included
+    (another local user once copied a session key out of a 0644 database).
+    A folder or file left open by an earlier version is closed here, and the
+    note printed once: the next start finds nothing to fix.
+    """
+    import stat
+    import sys
+
+    os.umask(0o077)
+    path.mkdir(mode=0o700, parents=True, exist_ok=True)
+    fixed = 0
+    for folder, _, files in os.walk(path):
+        for name, mode in [(folder, 0o700)] + [(os.path.join(folder, file), 0o600) for file in files]:
+            status = os.lstat(name)
+            if not stat.S_ISLNK(status.st_mode) and status.st_mode & 0o077:
+                os.chmod(name, mode)
+                fixed += 1
+    if fixed:
+        print(f"Storyteller: {path} and what is in it were readable by other users of this machine; "
+              f"{fixed} file(s) and folder(s) are now readable only by you.", file=sys.stderr)
+
+
 def _secret_key(data_dir):
-    """Return the key stored in the data folder, creating it on first run."""
+    """Return the key stored in the data folder, creating it on first run (0600 from its first byte)."""
+    import time
+
     path = data_dir / "secret_key"
-    if path.exists():
-        return path.read_text().strip()
-    path.write_text(secrets.token_urlsafe(50))
-    path.chmod(0o600)
+    try:
+        descriptor = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    except FileExistsError:
+        for _ in range(50):  # another process may be writing it this moment
+            key = path.read_text().strip()
+            if key:
+                return key
+            time.sleep(0.02)
+        from django.core.exceptions import ImproperlyConfigured
+
+        raise ImproperlyConfigured(f"{path} is empty; delete it and start again to generate a new key.")
+    with os.fdopen(descriptor, "w") as file:
+        file.write(secrets.token_urlsafe(50))
     return path.read_text().strip()
 
 
 DATA_DIR = Path(_env_str("STORYTELLER_DATA_DIR", str(BASE_DIR / "data"))).resolve()
-DATA_DIR.mkdir(parents=True, exist_ok=True)
+_private_folder(DATA_DIR)
 
 SECRET_KEY = _secret_key(DATA_DIR)
 DEBUG = _env_bool("STORYTELLER_DEBUG")
