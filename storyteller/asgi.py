@@ -15,6 +15,8 @@ django_asgi_app = get_asgi_application()
 from channels.auth import AuthMiddlewareStack  # noqa: E402  (needs the app registry ready)
 from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
 from django.contrib.staticfiles.handlers import ASGIStaticFilesHandler  # noqa: E402
+from django.core.exceptions import SuspiciousFileOperation  # noqa: E402
+from django.http import Http404  # noqa: E402
 from django.urls import path  # noqa: E402
 
 from .consumers import PlayConsumer  # noqa: E402
@@ -40,9 +42,20 @@ def _stop_twisted_parsing_forms():
 
 _stop_twisted_parsing_forms()
 
+class StaticFilesHandler(ASGIStaticFilesHandler):
+    """Django's static files, where a path that climbs out of the static folders (/static/../manage.py) is a 404:
+    Django refuses it with SuspiciousFileOperation, which this handler answered with a 500."""
+
+    def serve(self, request):
+        try:
+            return super().serve(request)
+        except SuspiciousFileOperation as error:
+            raise Http404("No such static file.") from error
+
+
 websocket_urlpatterns = [path("ws/play/<int:pk>/", PlayConsumer.as_asgi())]
 
 application = ProtocolTypeRouter({
-    "http": ASGIStaticFilesHandler(django_asgi_app),
+    "http": StaticFilesHandler(django_asgi_app),
     "websocket": OriginValidator(AuthMiddlewareStack(URLRouter(websocket_urlpatterns))),
 })
