@@ -72,7 +72,7 @@ def _play_body(request, campaign, **extra):
 @require_GET
 def campaign_list(request):
     campaigns = Campaign.objects.filter(owner=request.user)
-    return render(request, "campaigns/campaign_list.html", {"campaigns": campaigns})
+    return render(request, "campaigns/campaign_list.html", {"campaigns": campaigns, "bundle_limit": bundle.max_bytes()})
 
 
 @login_required
@@ -286,8 +286,8 @@ def _import_campaign(request):
 
 def _refused_import(request, error):
     campaigns = Campaign.objects.filter(owner=request.user)
-    return render(request, "campaigns/campaign_list.html", {"campaigns": campaigns, "import_error": error},
-                  status=400)
+    return render(request, "campaigns/campaign_list.html",
+                  {"campaigns": campaigns, "import_error": error, "bundle_limit": bundle.max_bytes()}, status=400)
 
 
 @require_GET

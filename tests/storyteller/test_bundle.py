@@ -216,6 +216,14 @@ def test_export_downloads_and_import_creates_a_new_campaign(client, owner, rich)
     assert client.get("/campaigns/import/").status_code == 405
 
 
+def test_the_campaign_list_offers_both_exports(client, owner, campaign):
+    client.force_login(owner)
+    page = client.get("/").content.decode()
+    assert f'href="/campaigns/{campaign.pk}/export/" download data-action="export-json"' in page
+    assert f'href="/campaigns/{campaign.pk}/export/?zip=1" download data-action="export-zip"' in page
+    assert "Up to 64.0\xa0MB" in page
+
+
 def test_another_persons_campaign_cannot_be_exported(client, outsider, campaign):
     client.force_login(outsider)
     assert client.get(f"/campaigns/{campaign.pk}/export/").status_code == 404
