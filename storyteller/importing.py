@@ -3,10 +3,11 @@
 Under ASGI every sync view and every ``database_sync_to_async`` call runs on
 one shared thread, so an import there (parsing a bundle, cutting a megabyte
 of knowledge, embedding it) froze every other person's play until it ended.
-Imports of campaign bundles and knowledge files, and rebuilding a knowledge
-index, run here instead: one at a time on one worker thread, with its own
-database connection, closed after each import. SQLite's write lock is taken
-only for each import's one short write transaction, so turns commit between.
+Imports of campaign bundles and knowledge files, rebuilding a knowledge
+index, and exporting a bundle (seconds for a long story) run here instead:
+one at a time on one worker thread, with its own database connection,
+closed after each. SQLite's write lock is taken only for each import's one
+short write transaction, so turns commit between.
 
 A handful may wait their turn; past that the next is refused in words
 rather than queued behind minutes of work.
@@ -19,7 +20,8 @@ from concurrent.futures import ThreadPoolExecutor
 from django.db import connections
 
 MAX_WAITING = 4
-BUSY = (f"{MAX_WAITING} imports are already running or waiting; nothing was imported. Try again in a minute.")
+BUSY = (f"{MAX_WAITING} imports or exports are already running or waiting, so nothing was done; "
+        "try again in a minute.")
 
 _worker = ThreadPoolExecutor(max_workers=1, thread_name_prefix="storyteller-import")
 _pending = 0

@@ -247,9 +247,8 @@ STORYTELLER_MEMORY_TOP_K = _env_count("STORYTELLER_MEMORY_TOP_K", 5)
 # longer than a memory's, since a chunk fills most of the window.
 STORYTELLER_CHECKPOINT_TIMEOUT = _env_seconds("STORYTELLER_CHECKPOINT_TIMEOUT", 180.0)
 # The largest campaign bundle an import reads, zipped or unpacked. A 2,000-turn
-# story at an 8,192-token budget exports to about 40 MiB, most of it the record
-# of each prompt; an import holds roughly three times the bundle in memory
-# while it checks it (docs/performance.md, "imports").
+# story at an 8,192-token budget exports to 49 MiB, most of it the record of
+# each prompt, and its import peaks about 100 MiB above idle (bench "imports").
 STORYTELLER_BUNDLE_MAX_BYTES = _env_count("STORYTELLER_BUNDLE_MAX_MB", 64) * 1024 * 1024
 
 LOGGING = {

@@ -250,7 +250,15 @@ def choose_model(request, pk):
 
 @login_required
 @require_GET
-def export_campaign(request, pk):
+async def export_campaign(request, pk):
+    """Export a campaign bundle on the import thread: a long story takes seconds to write out."""
+    request.user = await request.auser()
+    if importing.full():
+        return HttpResponse(importing.BUSY, status=503, content_type="text/plain; charset=utf-8")
+    return await importing.run(_export_campaign, request, pk)
+
+
+def _export_campaign(request, pk):
     campaign = campaign_views.campaign_for_user(request, pk)
     zipped = request.GET.get("zip") == "1"
     response = HttpResponse(bundle.dumps(campaign, zipped=zipped),

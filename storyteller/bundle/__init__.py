@@ -33,7 +33,7 @@ from dataclasses import dataclass
 
 from django.conf import settings
 from django.core.serializers.json import DjangoJSONEncoder
-from django.db import transaction
+from django.db import connection, transaction
 from django.db.models import DateTimeField
 from django.utils import timezone
 
@@ -387,18 +387,25 @@ def _create(table, checked, created, campaign):
 
 
 def _restore_times(model, checked, objects):
-    """Put back creation and update times, which auto_now(_add) overwrote on insert."""
-    stamped = [f.attname for f in model._meta.concrete_fields
-               if isinstance(f, DateTimeField) and (f.auto_now or f.auto_now_add)]
-    changed = []
-    for row, obj in zip(checked, objects):
-        kept = {name: row.values[name] for name in stamped if row.values.get(name)}
-        if kept:
-            for name, value in kept.items():
-                setattr(obj, name, value)
-            changed.append(obj)
-    if changed:
-        model.objects.bulk_update(changed, stamped, batch_size=500)
+    """Put back creation and update times, which auto_now(_add) overwrote on insert.
+
+    One UPDATE joined to a list of (id, time) per batch: bulk_update's CASE
+    expressions took 4 of the 8 seconds a 2,000-turn import held the write
+    lock for (bench "imports").
+    """
+    table = connection.ops.quote_name(model._meta.db_table)
+    for field in model._meta.concrete_fields:
+        if not (isinstance(field, DateTimeField) and (field.auto_now or field.auto_now_add)):
+            continue
+        pairs = [(obj.pk, connection.ops.adapt_datetimefield_value(row.values[field.attname]))
+                 for row, obj in zip(checked, objects) if row.values.get(field.attname)]
+        column = connection.ops.quote_name(field.column)
+        with connection.cursor() as cursor:
+            for start in range(0, len(pairs), 500):
+                batch = pairs[start:start + 500]
+                cursor.execute(f"UPDATE {table} SET {column} = times.column2 FROM (VALUES "
+                               f"{', '.join(['(%s, %s)'] * len(batch))}) AS times WHERE {table}.id = times.column1",
+                               [value for pair in batch for value in pair])
 
 
 def _write_sources(campaign, checked, passages):

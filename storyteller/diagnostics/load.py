@@ -51,6 +51,38 @@ print(json.dumps({"player": person("player"), "importer": person("importer")}))
 """
 
 
+def rss(pid="self"):
+    """Return the resident memory of process ``pid`` (this one by default) in bytes, from /proc."""
+    with open(f"/proc/{pid}/status") as status:
+        return next(int(line.split()[1]) * 1024 for line in status if line.startswith("VmRSS:"))
+
+
+class PeakMemory:
+    """Sample a process's resident memory every few milliseconds while the block runs; ``above`` is its peak
+    over what it held when the block began."""
+
+    def __init__(self, pid="self"):
+        self.pid = pid
+
+    def __enter__(self):
+        self.idle = self.peak = rss(self.pid)
+        self.done = threading.Event()
+        self.thread = threading.Thread(target=self._sample, daemon=True)
+        self.thread.start()
+        return self
+
+    def _sample(self):
+        while not self.done.is_set():
+            self.peak = max(self.peak, rss(self.pid))
+            time.sleep(0.003)
+
+    def __exit__(self, *exc):
+        self.done.set()
+        self.thread.join()
+        self.peak = max(self.peak, rss(self.pid))
+        self.above = self.peak - self.idle
+
+
 def free_port():
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
@@ -92,11 +124,6 @@ class LiveApp:
     def _manage(self, *args):
         return subprocess.run([sys.executable, "manage.py", *args], cwd=ROOT, env=self.env, check=True,
                               capture_output=True, text=True).stdout
-
-    def rss(self):
-        """Return Daphne's resident memory in bytes."""
-        with open(f"/proc/{self.process.pid}/status") as status:
-            return next(int(line.split()[1]) * 1024 for line in status if line.startswith("VmRSS:"))
 
     def client(self, who):
         """Return an HTTP client signed in as ``who`` ("player" or "importer"), with its CSRF token."""
@@ -253,8 +280,6 @@ def run(app, uploads, idle_turns=3):
 
 def _during(app, player, name, url, files):
     importer = app.client("importer")
-    idle = app.rss()
-    peak = [idle]
     done = threading.Event()
     answer = {}
 
@@ -265,19 +290,12 @@ def _during(app, player, name, url, files):
         answer.update(status=response.status_code, seconds=time.perf_counter() - started, text=response.text)
         done.set()
 
-    def sample():
-        while not done.is_set():
-            peak[0] = max(peak[0], app.rss())
-            time.sleep(0.005)
-
-    threads = [threading.Thread(target=upload), threading.Thread(target=sample)]
-    for thread in threads:
+    with PeakMemory(app.process.pid) as memory:
+        thread = threading.Thread(target=upload)
         thread.start()
-    turns = []
-    while not done.is_set() or not turns:
-        turns.append(play_turn(player, f"keep playing {len(turns)}"))
-    for thread in threads:
+        turns = []
+        while not done.is_set() or not turns:
+            turns.append(play_turn(player, f"keep playing {len(turns)}"))
         thread.join()
     importer.close()
-    return Outcome(name, answer["status"], answer["seconds"], max(peak[0], app.rss()) - idle, turns,
-                   answer["text"])
+    return Outcome(name, answer["status"], answer["seconds"], memory.above, turns, answer["text"])

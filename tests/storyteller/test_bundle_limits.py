@@ -3,8 +3,6 @@
 
 import io
 import json
-import struct
-import threading
 import time
 import zipfile
 
@@ -12,65 +10,14 @@ import pytest
 
 from campaigns.models import Campaign
 from storyteller import bundle
+from storyteller.diagnostics.load import PeakMemory, lying, zip_bomb
 
 MiB = 1024 * 1024
 
 
-def rss():
-    """Return this process's resident memory in bytes (Linux)."""
-    with open("/proc/self/status") as status:
-        for line in status:
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1]) * 1024
-    raise AssertionError("no VmRSS in /proc/self/status")
-
-
-class PeakMemory:
-    """Sample resident memory every few milliseconds while the block runs; ``above`` is the peak over idle."""
-
-    def __enter__(self):
-        self.idle = self.peak = rss()
-        self.running = True
-        self.thread = threading.Thread(target=self._sample, daemon=True)
-        self.thread.start()
-        return self
-
-    def _sample(self):
-        while self.running:
-            self.peak = max(self.peak, rss())
-            time.sleep(0.002)
-
-    def __exit__(self, *exc):
-        self.running = False
-        self.thread.join()
-        self.peak = max(self.peak, rss())
-        self.above = self.peak - self.idle
-
-
-def bomb(inflated=256 * MiB, member="campaign.json"):
-    """Return a zip of about a megabyte whose one member inflates to ``inflated`` bytes of spaces."""
-    buffer = io.BytesIO()
-    with zipfile.ZipFile(buffer, "w", zipfile.ZIP_DEFLATED, compresslevel=1) as archive:
-        with archive.open(member, "w") as stream:
-            chunk = b" " * MiB
-            for _ in range(inflated // MiB):
-                stream.write(chunk)
-    return buffer.getvalue()
-
-
-def lying(data, claimed):
-    """Return ``data`` (a one-member zip) with both headers claiming the member inflates to ``claimed`` bytes."""
-    data = bytearray(data)
-    local = data.find(b"PK\x03\x04")
-    central = data.rfind(b"PK\x01\x02")
-    struct.pack_into("<I", data, local + 22, claimed)
-    struct.pack_into("<I", data, central + 24, claimed)
-    return bytes(data)
-
-
 @pytest.fixture(scope="module")
-def zip_bomb():
-    return bomb()
+def bomb():
+    return zip_bomb(256 * MiB)
 
 
 @pytest.mark.parametrize("make, words", [
@@ -78,8 +25,8 @@ def zip_bomb():
     (lambda data: lying(data, 1000), "larger than its header says"),
     (lambda data: lying(data, 40 * MiB), "larger than its header says"),
 ], ids=["zip-bomb", "header-says-1000-bytes", "header-says-40-MiB"])
-def test_a_zip_that_inflates_past_the_limit_is_refused_while_reading(outsider, zip_bomb, make, words):
-    data = make(zip_bomb)
+def test_a_zip_that_inflates_past_the_limit_is_refused_while_reading(outsider, bomb, make, words):
+    data = make(bomb)
     with PeakMemory() as memory:
         started = time.perf_counter()
         with pytest.raises(bundle.BundleRefused) as refusal:

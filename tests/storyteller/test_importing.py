@@ -33,7 +33,7 @@ async def test_past_the_waiting_limit_an_import_is_refused_in_words():
     await asyncio.sleep(0)
     try:
         assert importing.full()
-        assert "nothing was imported" in importing.BUSY and "Try again" in importing.BUSY
+        assert "nothing was done" in importing.BUSY and "try again" in importing.BUSY
     finally:
         gate.set()
         await asyncio.gather(*waiting)
