@@ -3,10 +3,14 @@
 import asyncio
 import threading
 
+import pytest
 from asgiref.sync import sync_to_async
 from channels.db import database_sync_to_async
 
 from storyteller import importing
+
+# The database thread closes stale connections around each call, which counts as database access.
+pytestmark = pytest.mark.django_db(transaction=True)
 
 
 async def test_an_import_runs_neither_on_the_event_loop_nor_on_the_database_thread():
