@@ -6,10 +6,19 @@ from tests.e2e.test_play import app, fake, page, sign_in  # noqa: F401 — the s
 
 pytestmark = pytest.mark.e2e
 
-# Every fact of a campaign's row, and its model choice, inside its own box and inside the window.
-UNCLIPPED = """() => [...document.querySelectorAll('.model-facts dd, .model-choice select, .model-choice button')]
-    .filter(e => e.scrollWidth > e.clientWidth + 1 || e.getBoundingClientRect().right > window.innerWidth)
-    .map(e => e.outerHTML.slice(0, 120))"""
+# Every fact of a campaign's row, and its model choice, inside its own box and inside the window; a select's
+# chosen option (whose overflow no scrollWidth shows) measured in the select's own font, beside its arrow.
+UNCLIPPED = """() => {
+    const pen = document.createElement('canvas').getContext('2d');
+    const cut = e => {
+        if (e.tagName !== 'SELECT') return e.scrollWidth > e.clientWidth + 1;
+        pen.font = getComputedStyle(e).font;
+        return pen.measureText(e.options[e.selectedIndex].text).width + 30 > e.clientWidth;
+    };
+    return [...document.querySelectorAll('.model-facts dd, .model-choice select, .model-choice button')]
+        .filter(e => cut(e) || e.getBoundingClientRect().right > window.innerWidth)
+        .map(e => e.outerHTML.slice(0, 120));
+}"""
 
 
 @pytest.mark.parametrize("width,height", [(1280, 900), (390, 844)])
