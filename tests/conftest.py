@@ -6,7 +6,7 @@ from campaigns.models import Campaign, CanonRule
 from memory import checkpoints
 from storyteller import llm, postturn
 
-pytest_plugins = ["tests.fake_ollama"]
+pytest_plugins = ["tests.fake_ollama", "tests.llama_server"]
 
 
 @pytest.fixture
