@@ -262,6 +262,7 @@ async def test_connection(request):
 @login_required
 @require_POST
 async def choose_model(request, pk):
+    """Set the campaign's narrator model and return its row, with what the server says about the model."""
     user = await request.auser()
     campaign = await aget_object_or_404(Campaign, pk=pk, owner=user)
     campaign.narrator_model = request.POST.get("narrator_model", "").strip()[:200]
