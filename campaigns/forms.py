@@ -20,6 +20,18 @@ class CampaignForm(forms.ModelForm):
             "narrator_rules": forms.Textarea(attrs={"rows": 3}),
         }
 
+    def __init__(self, *args, window=None, model="", **kwargs):
+        """`window`: what the narrator `model` can read at once, if its server says; a new budget starts there."""
+        super().__init__(*args, **kwargs)
+        field = self.fields["context_token_budget"]
+        if window and not self.instance.pk:
+            self.initial["context_token_budget"] = min(window, self.initial.get("context_token_budget", field.initial))
+        if window:
+            field.help_text += f" The narrator model, {model}, reads at most {window} tokens at once."
+        elif model:
+            field.help_text += (f" The server does not say how much the narrator model, {model}, reads at once: "
+                                "keep the budget within what it was started with.")
+
     def clean_context_token_budget(self):
         value = self.cleaned_data["context_token_budget"]
         if value < 512:

@@ -86,7 +86,8 @@ async def play_turn(campaign_id, action, relay, *, retry=False, notify=None):
             "Try again, or choose another model on the model settings page."
         )
     report = prepared.ctx.report
-    report["usage"] = {"prompt_eval_count": final.prompt_eval_count, "eval_count": final.eval_count}
+    report["usage"] = {"prompt_eval_count": final.prompt_eval_count, "eval_count": final.eval_count,
+                       "count_source": final.count_source}
     reply = story.Reply(
         text=text,
         tokens=context.node_tokens(Node.Role.NARRATOR, "", text),

@@ -4,6 +4,8 @@ Views parse, call one function, render. Every campaign is fetched through
 ``_get_campaign_for_user`` so another person's campaign is a 404.
 """
 
+import time
+
 from asgiref.sync import async_to_sync, sync_to_async
 from channels.layers import get_channel_layer
 from django.contrib.auth import login, logout
@@ -12,6 +14,7 @@ from django.contrib.auth import get_user_model
 from django.db import transaction
 from django.http import Http404, HttpResponse
 from django.shortcuts import aget_object_or_404, get_object_or_404, redirect, render
+from django.utils import timezone
 from django.utils.encoding import force_str
 from django.utils.text import slugify
 from django.utils.http import urlsafe_base64_decode
@@ -77,8 +80,18 @@ def campaign_list(request):
 
 @login_required
 @require_http_methods(["GET", "POST"])
-def campaign_create(request):
-    form = CampaignForm(request.POST or None)
+async def campaign_create(request):
+    """The new-campaign form, its budget starting from what the default narrator model can read.
+
+    Async because asking the model server must not hold the thread the database work shares.
+    """
+    info = await llm.adescribe_model()
+    return await sync_to_async(_create_campaign)(request, info)
+
+
+def _create_campaign(request, info):
+    # A server that cannot be asked says nothing about the window; the form then says nothing either.
+    form = CampaignForm(request.POST or None, window=info.context_length, model="" if info.error else info.label)
     if request.method == "POST" and form.is_valid():
         campaign = form.save(commit=False)
         campaign.owner = request.user
@@ -215,16 +228,21 @@ def inspector(request, pk, node_pk):
 
 @login_required
 @require_GET
-def model_settings(request):
-    status = llm.server_status()
-    campaigns = list(Campaign.objects.filter(owner=request.user))
+async def model_settings(request):
+    """What plays each campaign: the server, and per campaign its model, window, budget and structured output.
+
+    Async, as every view that asks the model server: the network wait must not hold the database's thread.
+    """
+    status = await llm.aserver_status()
+    user = await request.auser()
+    campaigns = [campaign async for campaign in Campaign.objects.filter(owner=user)]
     described = {}
     for campaign in campaigns:
         name = campaign.narrator_model or None
         if name not in described:
-            described[name] = llm.describe_model(name)
+            described[name] = await llm.adescribe_model(name)
         campaign.model_info = described[name]
-    return render(request, "storyteller/model_settings.html", {
+    return await sync_to_async(render)(request, "storyteller/model_settings.html", {
         "status": status,
         "campaigns": campaigns,
         "default_model": llm.default_narrator_model(),
@@ -233,19 +251,25 @@ def model_settings(request):
 
 @login_required
 @require_POST
-def test_connection(request):
-    status = llm.server_status(fresh=True)
-    return render(request, "storyteller/_connection.html", {"status": status})
+async def test_connection(request):
+    """Ask the model server again, now, and say what it answered and when."""
+    started = time.perf_counter()
+    status = await llm.aserver_status(fresh=True)
+    tested = {"at": timezone.localtime(), "ms": round((time.perf_counter() - started) * 1000)}
+    return await sync_to_async(render)(request, "storyteller/_connection.html", {"status": status, "tested": tested})
 
 
 @login_required
 @require_POST
-def choose_model(request, pk):
-    campaign = campaign_views.campaign_for_user(request, pk)
+async def choose_model(request, pk):
+    """Set the campaign's narrator model and return its row, with what the server says about the model."""
+    user = await request.auser()
+    campaign = await aget_object_or_404(Campaign, pk=pk, owner=user)
     campaign.narrator_model = request.POST.get("narrator_model", "").strip()[:200]
-    campaign.save(update_fields=["narrator_model", "updated_at"])
-    info = llm.describe_model(campaign.narrator_model or None)
-    return render(request, "storyteller/_campaign_model.html", {"campaign": campaign, "info": info})
+    await campaign.asave(update_fields=["narrator_model", "updated_at"])
+    info = await llm.adescribe_model(campaign.narrator_model or None)
+    context = {"campaign": campaign, "info": info}
+    return await sync_to_async(render)(request, "storyteller/_campaign_model.html", context)
 
 
 @login_required

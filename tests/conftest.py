@@ -4,9 +4,9 @@ from django.contrib.auth import get_user_model
 from campaigns import story
 from campaigns.models import Campaign, CanonRule
 from memory import checkpoints
-from storyteller import postturn
+from storyteller import llm, postturn
 
-pytest_plugins = ["tests.fake_ollama"]
+pytest_plugins = ["tests.fake_ollama", "tests.llama_server"]
 
 
 @pytest.fixture
@@ -65,3 +65,9 @@ async def narrator_server(fake_ollama, settings):
 def _fresh_checkpoint_checks():
     """Start each test with no remembered source-hash checks: ids are reused after a test's rollback."""
     checkpoints.forget_checks()
+
+
+@pytest.fixture(autouse=True)
+def _fresh_server_knowledge():
+    """Start each test knowing nothing about model servers: a fake's port may be an earlier fake's."""
+    llm.forget_servers()

@@ -27,11 +27,12 @@ from .base import (
     ServerStatus,
     ServerUnavailable,
     StreamInterrupted,
+    model_label,
     tls_context,
 )
 from .builtin import BUILTIN_MODEL, BuiltinNarrator, model_path
 from .ollama import OllamaClient
-from .openai import OpenAIClient
+from .openai import OpenAIClient, forget_servers
 from .scripted import ScriptedNarrator
 
 __all__ = [
@@ -56,6 +57,8 @@ __all__ = [
     "default_narrator_model",
     "describe_model",
     "embedder_for",
+    "forget_servers",
+    "model_label",
     "narrator_for",
     "server_status",
 ]

@@ -8,6 +8,7 @@ failure into a NarratorError whose message tells a person what to change.
 import contextlib
 import functools
 import json
+import re
 from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass
 from typing import Protocol
@@ -39,15 +40,24 @@ class Chunk:
     done_reason: str | None = None  # "stop", "length", ...
     prompt_eval_count: int | None = None  # server-reported, on the final chunk
     eval_count: int | None = None
+    count_source: str | None = None  # where the two counts came from, in words
 
 
 @dataclass(frozen=True)
 class ModelInfo:
     api: str  # "ollama" | "openai" | "builtin" | "scripted"
     url: str | None  # None for in-process narrators
-    model: str
+    model: str  # the name the app asks for
     context_length: int | None  # None when the server does not say
     error: str | None = None  # describe_model(): why the model could not be described
+    context_source: str | None = None  # where context_length came from, in words
+    structured: str | None = None  # how JSON is asked for (structured.LABELS), None before it is known
+    served: str | None = None  # the model the server answers with, when it is not the name asked for
+
+    @property
+    def label(self) -> str:
+        """Return the model that plays, as a person reads it."""
+        return model_label(self.served or self.model)
 
 
 @dataclass(frozen=True)
@@ -142,6 +152,39 @@ def translate_http_errors(url: str, start_hint: str, timeout: float) -> Iterator
             f"{url!r} is not a usable model server address ({error}); set STORYTELLER_LLM_URL "
             "to a full address such as http://127.0.0.1:11434."
         ) from error
+
+
+def model_label(name: str) -> str:
+    """Return how to show model id `name`: a file path (llama.cpp names models by theirs) by its file name."""
+    if name.startswith(("/", "~", "./", "../")) or "\\" in name or re.match(r"[A-Za-z]:[\\/]", name):
+        return re.split(r"[\\/]", name.rstrip("/\\"))[-1] or name
+    return name
+
+
+# Python tracebacks and file paths a server may put in its error text: internals, not words for a person.
+_TRACEBACK = re.compile(r"Traceback \(most recent call last\)|\n?\s*File \"")
+_PYDANTIC_MESSAGE = re.compile(r"""'msg': (?:"([^"]*)"|'([^']*)')""")
+_URL = re.compile(r"\b[a-z][a-z0-9+.-]*://\S+", re.IGNORECASE)
+_PATH = re.compile(r"(?:\b[A-Za-z]:)?(?:[\\/][^\s\\/\"'<>|:,;()\[\]]+){2,}[\\/]?")
+MAX_SERVER_MESSAGE = 200
+
+
+def server_message(text: str) -> str:
+    """
+    Return a server's error text fit to show a person: its own words, without file paths or stack text.
+
+    A validation error (pydantic's list of dicts, as llama-cpp-python sends)
+    is reduced to its messages.
+    """
+    messages = [double or single for double, single in _PYDANTIC_MESSAGE.findall(text)]
+    if messages:
+        text = "; ".join(dict.fromkeys(messages))
+    text = _TRACEBACK.split(text, maxsplit=1)[0]
+    text = _PATH.sub("…", _URL.sub("", text))
+    text = " ".join(text.split()).strip(" :;,-")
+    if len(text) > MAX_SERVER_MESSAGE:
+        text = text[:MAX_SERVER_MESSAGE].rsplit(" ", 1)[0] + " …"
+    return text or "no details given"
 
 
 def parse_json_reply(text: str, model: str) -> dict:

@@ -103,7 +103,9 @@ class BuiltinNarrator:
         llm, _ = await asyncio.to_thread(_load)
         architecture = llm.metadata.get("general.architecture", "llama")
         context_length = int(llm.metadata.get(f"{architecture}.context_length", llm.n_ctx()))
-        return ModelInfo(api=self.api, url=None, model=self.model, context_length=context_length)
+        return ModelInfo(api=self.api, url=None, model=self.model, context_length=context_length,
+                         context_source="the model file: the built-in narrator opens its whole trained window",
+                         structured="a grammar built from the schema — every reply follows it")
 
     async def list_models(self) -> list[str]:
         return [self.model]

@@ -14,7 +14,7 @@ structured calls), kept apart so background work after a turn never takes the
 next turn's scripted reply. When a script runs out the server answers
 DEFAULT_REPLY, or for a request with a schema the smallest JSON that matches
 it, so an end-to-end test never hangs. Failures
-(`fail_mid_stream`, `not_found`, `stall`, `omit_done`) are one-shot unless
+(`fail_mid_stream`, `fail_request`, `not_found`, `stall`, `omit_done`) are one-shot unless
 `persistent=True` (then until `clear_failures()`); `refuse()` lasts until `resume()`; `chunk_delay()` lasts
 until changed. Chunks count as tokens: `num_predict` / `max_tokens` cut the
 reply short with done_reason "length", and prompt_eval_count is the number of
@@ -29,6 +29,17 @@ client closed before its end in `server.cancelled`. Embeddings are
 instead (`reply(messages, schema)` for chat, `embed(text)` for embeddings):
 the memory diagnostic's deterministic narrator, summariser and embedder
 (storyteller.diagnostics.stubs).
+
+OpenAI-compatible servers differ, and the fake can be told to be one of them:
+`imitate("llama.cpp")` answers /props (n_ctx), /apply-template and /tokenize
+and sends no usage in a stream; `imitate("vllm")` puts max_model_len in
+/v1/models and counts chat messages at /tokenize; `imitate("llama-cpp-python")`
+answers /extras/tokenize/count and sends no usage in a stream;
+`imitate("lmstudio")` answers /api/v0/models/<id> with max_context_length.
+`accept_structured(...)` limits the structured-output modes it takes (see
+storyteller.llm.structured; others are refused as the real servers refuse
+them, with a server's file path and stack text in the error). A request in a
+mode without the schema finds it in the prompt, as a model would.
 
 It lives in the app, not under tests/, because shipped commands run it too
 (the bench's relay figures). Tests use the `fake_ollama` fixture
@@ -48,10 +59,21 @@ from collections import deque
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
+from . import structured
 from .scripted import vector_for
 
 DEFAULT_REPLY = "The story continues."
 DEFAULT_MODELS = ("qwen2.5:3b-instruct", "nomic-embed-text")
+KINDS = ("plain", "llama.cpp", "vllm", "llama-cpp-python", "lmstudio")
+
+# What llama-cpp-python answers a response_format it does not take: internals included.
+REFUSED_JSON_SCHEMA = (
+    "1 validation error:\n  {'type': 'literal_error', 'loc': ('body', 'response_format', 'type'), "
+    "'msg': \"Input should be 'text' or 'json_object'\", 'input': 'json_schema'}\n\n"
+    "Traceback (most recent call last):\n"
+    '  File "/home/someone/.venv/lib/python3.11/site-packages/llama_cpp/server/app.py", line 376, in create\n'
+    "    POST /v1/chat/completions"
+)
 
 
 @dataclass(frozen=True)
@@ -75,6 +97,7 @@ class _Failure:
     after_chunks: int = 0  # fail_mid_stream
     message: str = ""  # fail_mid_stream
     seconds: float = 0.0  # stall
+    status: int = 0  # fail_request
 
 
 @dataclass
@@ -94,6 +117,9 @@ class FakeModelServer:
     models: list[str] = field(default_factory=lambda: list(DEFAULT_MODELS))
     architecture: str = "qwen2"
     context_length: int = 32768
+    kind: str = "plain"  # which OpenAI-compatible server to imitate: one of KINDS (see imitate())
+    stream_usage: bool = True  # send usage at the end of an OpenAI stream when asked
+    structured_modes: tuple[str, ...] = structured.MODES  # the structured-output modes accepted
     stubs: object = None  # answers what is not scripted: reply(messages, schema), embed(text)
     requests: list[Request] = field(default_factory=list, repr=False)
     chunks: list[WrittenChunk] = field(default_factory=list, repr=False)
@@ -141,6 +167,25 @@ class FakeModelServer:
         """Queue replies for the next requests that carry a JSON schema; a dict is sent as JSON, a string as is."""
         with self._lock:
             self._json_replies.extend(replies)
+
+    def imitate(self, kind: str):
+        """Answer the endpoints that server `kind` (one of KINDS) has beyond the OpenAI chat API, as it does."""
+        if kind not in KINDS:
+            raise ValueError(f"kind must be one of {KINDS}, not {kind!r}")
+        self.kind = kind
+        self.stream_usage = kind not in ("llama.cpp", "llama-cpp-python")
+
+    def accept_structured(self, *modes: str):
+        """Accept only these structured-output modes (storyteller.llm.structured.MODES); refuse the others."""
+        self.structured_modes = modes
+
+    def tokens_in(self, text: str) -> int:
+        """Return how many tokens this server's tokenizer counts in `text` (one per word)."""
+        return len(text.split())
+
+    def fail_request(self, path: str, status: int, message: str, *, persistent=False):
+        """Answer the next request to `path` with HTTP `status` and `message` as its error, as that API does."""
+        self._set(f"request {path}", _Failure(persistent, status=status, message=message))
 
     def fail_mid_stream(self, after_chunks: int = 1, message: str = "model runner crashed", *, persistent=False):
         """Answer 200, stream `after_chunks` chunks, then send an error line instead of the rest."""
@@ -294,7 +339,14 @@ class _Handler(BaseHTTPRequestHandler):
         stall = fake._take("stall")
         if stall and fake._stopping.wait(stall.seconds):
             return
+        failed = fake._take(f"request {self.path}")
+        if failed:
+            openai = {"message": failed.message, "type": "internal_server_error"}
+            self._send_json(failed.status, {"error": failed.message if self.path.startswith("/api/") else openai})
+            return
         route = _ROUTES.get((self.command, self.path))
+        if route is None and self.command == "GET" and self.path.startswith("/api/v0/models/"):
+            route = _Handler._lmstudio_model
         if route is None:
             self._send_json(404, {"error": "404 page not found"})
             return
@@ -336,7 +388,47 @@ class _Handler(BaseHTTPRequestHandler):
 
     def _v1_models(self, fake, body):
         data = [{"id": name, "object": "model", "created": 0, "owned_by": "library"} for name in fake.models]
+        if fake.kind == "vllm":
+            data = [entry | {"max_model_len": fake.context_length} for entry in data]
         self._send_json(200, {"object": "list", "data": data})
+
+    def _props(self, fake, body):
+        if fake.kind != "llama.cpp":
+            return self._not_found()
+        self._send_json(200, {"default_generation_settings": {"n_ctx": fake.context_length}, "total_slots": 1})
+
+    def _apply_template(self, fake, body):
+        if fake.kind != "llama.cpp":
+            return self._not_found()
+        messages = body.get("messages", [])
+        turns = "".join(f"<|im_start|>{m.get('role')}\n{m.get('content')}<|im_end|>\n" for m in messages)
+        self._send_json(200, {"prompt": turns + "<|im_start|>assistant\n"})
+
+    def _tokenize(self, fake, body):
+        if fake.kind == "llama.cpp":
+            self._send_json(200, {"tokens": list(range(fake.tokens_in(str(body.get("content", "")))))})
+        elif fake.kind == "vllm":
+            text = " ".join(f"{m.get('role')}: {m.get('content')}" for m in body.get("messages", []))
+            text = str(body["prompt"]) if "prompt" in body else text
+            count = fake.tokens_in(text)
+            self._send_json(200, {"count": count, "max_model_len": fake.context_length, "tokens": list(range(count))})
+        else:
+            self._not_found()
+
+    def _extras_tokenize_count(self, fake, body):
+        if fake.kind != "llama-cpp-python":
+            return self._not_found()
+        self._send_json(200, {"count": fake.tokens_in(str(body.get("input", "")))})
+
+    def _lmstudio_model(self, fake, body):
+        name = self.path.removeprefix("/api/v0/models/")
+        if fake.kind != "lmstudio" or name not in fake.models:
+            return self._not_found()
+        model = {"id": name, "object": "model", "state": "loaded", "max_context_length": fake.context_length}
+        self._send_json(200, model)
+
+    def _not_found(self):
+        self._send_json(404, {"detail": "Not Found"})
 
     def _api_chat(self, fake, body):
         options = body.get("options") or {}
@@ -369,7 +461,11 @@ class _Handler(BaseHTTPRequestHandler):
         )
 
     def _v1_chat_completions(self, fake, body):
-        schema = _schema_of(body.get("response_format"))
+        refusal = _refusal(fake.structured_modes, body.get("response_format"))
+        if refusal is not None:
+            self._send_json(*refusal)
+            return
+        schema = _asked_schema(body.get("response_format"), body.get("messages") or [])
         reply = fake._next_reply(schema, body.get("max_tokens"), body.get("messages"))
         prompt_tokens = _prompt_tokens(body.get("messages", []))
         usage = {
@@ -394,7 +490,7 @@ class _Handler(BaseHTTPRequestHandler):
         # llama.cpp and vLLM open with a role-only delta whose content is null.
         opening = [("", event({"role": "assistant", "content": None}))]
         closing = [event({}, reply.done_reason)]
-        if (body.get("stream_options") or {}).get("include_usage"):
+        if fake.stream_usage and (body.get("stream_options") or {}).get("include_usage"):
             closing.append(sse(head | {"object": "chat.completion.chunk", "choices": [], "usage": usage}))
         if not fake._take("omit_done"):
             closing.append("data: [DONE]\n\n")
@@ -474,7 +570,32 @@ _ROUTES = {
     ("GET", "/v1/models"): _Handler._v1_models,
     ("POST", "/v1/chat/completions"): _Handler._v1_chat_completions,
     ("POST", "/v1/embeddings"): _Handler._v1_embeddings,
+    ("GET", "/props"): _Handler._props,
+    ("POST", "/apply-template"): _Handler._apply_template,
+    ("POST", "/tokenize"): _Handler._tokenize,
+    ("POST", "/extras/tokenize/count"): _Handler._extras_tokenize_count,
 }
+
+
+def _mode_of(response_format: dict | None) -> str:
+    kind = (response_format or {}).get("type")
+    if kind == "json_schema":
+        return structured.JSON_SCHEMA
+    if kind == "json_object":
+        return structured.JSON_OBJECT_SCHEMA if "schema" in response_format else structured.JSON_OBJECT
+    return structured.TEXT
+
+
+def _refusal(accepted: tuple[str, ...], response_format: dict | None) -> tuple[int, dict] | None:
+    """Return (status, body) refusing `response_format` as a server that takes only `accepted` would."""
+    mode = _mode_of(response_format)
+    if mode == structured.TEXT or mode in accepted:  # every server takes a request without a response_format
+        return None
+    if mode == structured.JSON_SCHEMA:
+        return 500, {"error": {"message": REFUSED_JSON_SCHEMA, "type": "internal_server_error"}}
+    if mode == structured.JSON_OBJECT_SCHEMA:
+        return 400, {"error": {"message": "Unrecognized request argument supplied: schema", "type": "invalid_request"}}
+    return 400, {"error": {"message": "'response_format' is not supported by this server", "type": "invalid_request"}}
 
 
 def _schema_of(response_format: dict | None) -> dict | None:
@@ -485,6 +606,19 @@ def _schema_of(response_format: dict | None) -> dict | None:
     if response_format.get("type") == "json_object":
         return response_format.get("schema") or {}
     return None
+
+
+def _asked_schema(response_format: dict | None, messages: list[dict]) -> dict | None:
+    """Return the schema a request asks for, in its response_format or else in its prompt; None for prose."""
+    schema = _schema_of(response_format)
+    if schema:
+        return schema
+    for message in reversed(messages):
+        text = str(message.get("content") or "")
+        if structured.SCHEMA_MARKER in text:
+            written = text.rsplit(structured.SCHEMA_MARKER, 1)[1].strip()
+            return json.JSONDecoder().raw_decode(written)[0]
+    return schema
 
 
 def _now() -> str:

@@ -5,6 +5,7 @@ from collections.abc import AsyncIterator
 
 import httpx
 
+from . import structured
 from .base import (
     READ_TIMEOUT,
     ChatOptions,
@@ -14,9 +15,12 @@ from .base import (
     NarratorError,
     StreamInterrupted,
     client_for,
-    parse_json_reply,
+    server_message,
     translate_http_errors,
 )
+
+# Ollama holds a reply to the schema passed as `format` (a grammar built from it).
+STRUCTURED = "format with the schema — Ollama holds every reply to the schema"
 
 _START_HINT = "Start it with `ollama serve`, or set STORYTELLER_LLM_URL to where it runs."
 
@@ -57,6 +61,7 @@ class OllamaClient:
                                 done_reason=part.get("done_reason"),
                                 prompt_eval_count=part.get("prompt_eval_count"),
                                 eval_count=part.get("eval_count"),
+                                count_source="Ollama's prompt_eval_count",
                             )
                             return
         raise StreamInterrupted(
@@ -64,9 +69,11 @@ class OllamaClient:
         )
 
     async def complete_json(self, messages: list[dict], schema: dict, options: ChatOptions) -> dict:
-        body = self._chat_body(messages, options, stream=False) | {"format": schema}
-        reply = await self._post("/api/chat", body)
-        return parse_json_reply(reply.get("message", {}).get("content", ""), self.model)
+        async def ask(sent):
+            reply = await self._post("/api/chat", self._chat_body(sent, options, stream=False) | {"format": schema})
+            return reply.get("message", {}).get("content", ""), reply.get("done_reason")
+
+        return await structured.checked(ask, messages, schema, model=self.model, limit=options.num_predict)
 
     async def embed(self, texts: list[str]) -> list[list[float]]:
         # Texts go through unchanged: task prefixes such as nomic's
@@ -86,7 +93,9 @@ class OllamaClient:
         for key, value in reply.get("model_info", {}).items():
             if key.endswith(".context_length"):
                 context_length = int(value)
-        return ModelInfo(api=self.api, url=self.url, model=self.model, context_length=context_length)
+        return ModelInfo(api=self.api, url=self.url, model=self.model, context_length=context_length,
+                         context_source="the model's context_length in /api/show" if context_length else None,
+                         structured=STRUCTURED)
 
     async def list_models(self) -> list[str]:
         with self._errors():
@@ -131,7 +140,8 @@ class OllamaClient:
             ) from error
         if "error" in part:
             raise StreamInterrupted(
-                f"The model server at {self.url} stopped mid-reply: {part['error']}. Try the turn again."
+                f"The model server at {self.url} stopped mid-reply: {server_message(str(part['error']))}. "
+                "Try the turn again."
             )
         return part
 
@@ -153,6 +163,6 @@ class OllamaClient:
 
 def _error_text(response: httpx.Response) -> str:
     try:
-        return str(response.json()["error"])
+        return server_message(str(response.json()["error"]))
     except (ValueError, KeyError, TypeError):
-        return response.text[:200] or response.reason_phrase
+        return server_message(response.text[:1000]) if response.text else response.reason_phrase

@@ -1,10 +1,19 @@
-"""The OpenAI-compatible client (llama.cpp server, LM Studio, vLLM) over httpx."""
+"""
+The OpenAI-compatible client (llama.cpp's server, llama-cpp-python's, LM Studio, vLLM) over httpx.
+
+The chat API is shared; the rest differs by server, and each is asked in its
+own terms: structured output is negotiated (``structured``), the prompt's
+token count comes from the stream's usage or else the server's tokenizer
+endpoint, and the context window from whichever field the server has.
+"""
 
 import json
+import threading
 from collections.abc import AsyncIterator
 
 import httpx
 
+from . import structured
 from .base import (
     READ_TIMEOUT,
     ChatOptions,
@@ -14,7 +23,7 @@ from .base import (
     NarratorError,
     StreamInterrupted,
     client_for,
-    parse_json_reply,
+    server_message,
     translate_http_errors,
 )
 
@@ -22,6 +31,32 @@ _START_HINT = (
     "Start your OpenAI-compatible server (llama.cpp, LM Studio, vLLM), or set "
     "STORYTELLER_LLM_URL to where it runs."
 )
+
+# How a server answers a request part it does not support (llama-cpp-python
+# answers a response_format it cannot parse with 500): try the next mode.
+_REJECTED = {400, 415, 422, 500, 501}
+
+# Counting a prompt is a convenience: a tokenizer that takes longer than this is skipped.
+COUNT_TIMEOUT = 5.0
+
+# The tokenizer endpoint that works, per server root ("" when none does), for this process.
+_counters: dict[str, str] = {}
+_counters_lock = threading.Lock()
+
+_COUNT_SOURCES = {
+    "usage": "the server's usage report",
+    "vllm": "the server's tokenizer (POST /tokenize with the messages; chat template included)",
+    "llama.cpp": "the server's tokenizer (POST /apply-template, then /tokenize; chat template included)",
+    "llama-cpp-python": "the server's tokenizer (POST /extras/tokenize/count with the messages' text; "
+                        "the chat template's few tokens per message are not in it)",
+}
+
+
+def forget_servers():
+    """Forget what was learned about every server (a test's server may reuse an earlier one's port)."""
+    with _counters_lock:
+        _counters.clear()
+    structured.forget()
 
 
 class OpenAIClient:
@@ -42,6 +77,7 @@ class OpenAIClient:
         body = self._chat_body(messages, options) | {"stream": True, "stream_options": {"include_usage": True}}
         finish_reason = None
         usage = {}
+        parts = []
         with self._errors():
             # Leaving the `async with` closes the connection, which is how an
             # OpenAI-compatible server learns to stop generating.
@@ -61,6 +97,7 @@ class OpenAIClient:
                         for choice in event.get("choices") or []:
                             text = (choice.get("delta") or {}).get("content")
                             if text:
+                                parts.append(text)
                                 yield Chunk(text=text)
                             finish_reason = choice.get("finish_reason") or finish_reason
         # Some servers end the stream without "[DONE]"; a finish_reason is
@@ -69,25 +106,61 @@ class OpenAIClient:
             raise StreamInterrupted(
                 f"The model server at {self.url} closed the reply before it finished. Try the turn again."
             )
+        prompt_tokens, reply_tokens, source = usage.get("prompt_tokens"), usage.get("completion_tokens"), "usage"
+        if prompt_tokens is None:
+            # llama-cpp-python sends no usage in a stream, even when asked.
+            reply = "".join(parts) if reply_tokens is None else None
+            prompt_tokens, counted, source = await self.count_tokens(messages, reply)
+            reply_tokens = counted if reply_tokens is None else reply_tokens
         yield Chunk(
             done=True,
             done_reason=finish_reason,
-            prompt_eval_count=usage.get("prompt_tokens"),
-            eval_count=usage.get("completion_tokens"),
+            prompt_eval_count=prompt_tokens,
+            eval_count=reply_tokens,
+            count_source=_COUNT_SOURCES.get(source),
         )
 
     async def complete_json(self, messages: list[dict], schema: dict, options: ChatOptions) -> dict:
-        response_format = {"type": "json_schema", "json_schema": {"name": "reply", "schema": schema, "strict": True}}
-        body = self._chat_body(messages, options) | {"stream": False, "response_format": response_format}
-        reply = await self._post("/chat/completions", body)
+        """Return the reply as JSON that matches `schema`, in the first mode the server accepts (see structured)."""
+        start = structured.negotiated(self.url, self.model) or structured.MODES[0]
+        modes = structured.MODES[structured.MODES.index(start):]
+        for mode in modes:
+            async def ask(sent, mode=mode):
+                return await self._ask_json(mode, sent, schema, options, last=mode == modes[-1])
+
+            try:
+                return await structured.checked(
+                    ask, structured.prompted(mode, messages, schema), schema, model=self.model,
+                    limit=options.num_predict,
+                )
+            except _Rejected:
+                continue
+        raise AssertionError("the last mode is never rejected")  # pragma: no cover
+
+    async def count_tokens(self, messages: list[dict], reply: str | None = None):
+        """
+        Return (prompt tokens, reply tokens, source) by the server's own tokenizer, and which endpoint it was.
+
+        The reply is counted only when given. (None, None, None) when the
+        server has no tokenizer endpoint we know, or it failed: a count is
+        never worth failing a turn for.
+        """
+        with _counters_lock:
+            known = _counters.get(self._root)
+        kinds = [known] if known is not None else list(_COUNTERS)
         try:
-            text = reply["choices"][0]["message"]["content"] or ""
-        except (KeyError, IndexError, TypeError) as error:
-            raise NarratorError(
-                f"The model server at {self.url} answered /chat/completions without a message; "
-                "is it an OpenAI-compatible server? Otherwise set STORYTELLER_LLM_API=ollama."
-            ) from error
-        return parse_json_reply(text, self.model)
+            async with client_for(COUNT_TIMEOUT, headers=self._headers()) as client:
+                for kind in filter(None, kinds):
+                    prompt, counted = await _COUNTERS[kind](self, client, messages, reply)
+                    if prompt:
+                        with _counters_lock:
+                            _counters[self._root] = kind
+                        return prompt, counted, kind
+        except (httpx.HTTPError, ValueError, KeyError, TypeError):
+            return None, None, None  # a transport failure says nothing about the endpoint: ask again next time
+        with _counters_lock:
+            _counters[self._root] = ""
+        return None, None, None
 
     async def embed(self, texts: list[str]) -> list[list[float]]:
         reply = await self._post("/embeddings", {"model": self.model, "input": texts})
@@ -100,17 +173,68 @@ class OpenAIClient:
         return [item["embedding"] for item in data]
 
     async def describe(self) -> ModelInfo:
-        # The OpenAI API has no context length; vLLM adds max_model_len. The
-        # llama.cpp server's n_ctx_train is the trained length, not the window
-        # it was started with, so trusting it would overflow prompts.
-        context_length = None
-        for entry in await self._models():
-            if entry.get("id") == self.model and entry.get("max_model_len"):
-                context_length = int(entry["max_model_len"])
-        return ModelInfo(api=self.api, url=self.url, model=self.model, context_length=context_length)
+        entries = await self._models()
+        entry = next((e for e in entries if e.get("id") == self.model), None)
+        served = None
+        if entry is None and len(entries) == 1:
+            # llama.cpp's servers run one model and answer with it whatever name is asked.
+            entry = entries[0]
+            served = entry.get("id")
+        context_length, source = await self._context_window(entry or {})
+        mode = structured.negotiated(self.url, self.model)
+        return ModelInfo(
+            api=self.api, url=self.url, model=self.model, context_length=context_length, context_source=source,
+            structured=structured.LABELS[mode] if mode else None, served=served,
+        )
 
     async def list_models(self) -> list[str]:
         return [entry["id"] for entry in await self._models()]
+
+    async def _context_window(self, entry: dict) -> tuple[int | None, str | None]:
+        """Return the window the server runs the model with, and where it said so; (None, None) if it does not."""
+        # The OpenAI API has no context length. llama.cpp's n_ctx_train in
+        # /v1/models is the trained length, not the window the server was
+        # started with, so trusting it would overflow prompts.
+        if entry.get("max_model_len"):
+            return int(entry["max_model_len"]), "max_model_len in /v1/models (vLLM)"
+        try:
+            async with client_for(COUNT_TIMEOUT, headers=self._headers()) as client:
+                props = await _json_or_none(client.get(f"{self._root}/props"))
+                settings = (props or {}).get("default_generation_settings") or {}
+                n_ctx = settings.get("n_ctx") or (props or {}).get("n_ctx")
+                if n_ctx:
+                    return int(n_ctx), "n_ctx in /props (llama.cpp)"
+                if entry.get("id"):
+                    studio = await _json_or_none(client.get(f"{self._root}/api/v0/models/{entry['id']}"))
+                    for field in ("loaded_context_length", "max_context_length"):
+                        if (studio or {}).get(field):
+                            return int(studio[field]), f"{field} in /api/v0/models (LM Studio)"
+        except (httpx.HTTPError, ValueError, TypeError):
+            pass
+        return None, None
+
+    async def _ask_json(self, mode: str, messages: list[dict], schema: dict, options: ChatOptions, *, last: bool):
+        """Return (text, finish_reason) for one structured request in `mode`; _Rejected if the server refuses it."""
+        body = self._chat_body(messages, options) | {"stream": False}
+        response_format = structured.response_format(mode, schema)
+        if response_format is not None:
+            body["response_format"] = response_format
+        with self._errors():
+            async with self._client() as client:
+                response = await client.post(f"{self._api}/chat/completions", json=body)
+        if response.status_code in _REJECTED and not last:
+            raise _Rejected(mode)
+        if response.status_code != 200:
+            self._raise_for(response)
+        structured.remember(self.url, self.model, mode)
+        try:
+            choice = response.json()["choices"][0]
+            return choice["message"]["content"] or "", choice.get("finish_reason")
+        except (ValueError, KeyError, IndexError, TypeError) as error:
+            raise NarratorError(
+                f"The model server at {self.url} answered /chat/completions without a message; "
+                "is it an OpenAI-compatible server? Otherwise set STORYTELLER_LLM_API=ollama."
+            ) from error
 
     def _chat_body(self, messages: list[dict], options: ChatOptions) -> dict:
         # num_ctx has no OpenAI equivalent: these servers fix the window at start.
@@ -142,9 +266,16 @@ class OpenAIClient:
             self._raise_for(response)
         return response.json()
 
+    @property
+    def _root(self) -> str:
+        """The server's root: its own endpoints (tokenizer, /props) live beside /v1, not under it."""
+        return self._api.removesuffix("/v1")
+
     def _client(self) -> httpx.AsyncClient:
-        headers = {"Authorization": f"Bearer {self.api_key}"} if self.api_key else {}
-        return client_for(self.timeout, headers=headers)
+        return client_for(self.timeout, headers=self._headers())
+
+    def _headers(self) -> dict:
+        return {"Authorization": f"Bearer {self.api_key}"} if self.api_key else {}
 
     def _parse_event(self, data: str) -> dict:
         try:
@@ -157,7 +288,7 @@ class OpenAIClient:
             ) from error
         if event.get("error"):
             raise StreamInterrupted(
-                f"The model server at {self.url} stopped mid-reply: {_message_of(event['error'])}. "
+                f"The model server at {self.url} stopped mid-reply: {server_message(_message_of(event['error']))}. "
                 "Try the turn again."
             )
         return event
@@ -180,11 +311,63 @@ class OpenAIClient:
         return translate_http_errors(self.url, _START_HINT, self.timeout)
 
 
+class _Rejected(Exception):
+    """The server refused a structured-output mode: try the next one."""
+
+
+async def _json_or_none(request) -> dict | None:
+    response = await request
+    if response.status_code != 200:
+        return None
+    value = response.json()
+    return value if isinstance(value, dict) else None
+
+
+async def _count_of(request) -> int | None:
+    """Return the count a tokenizer endpoint answered: its "count", or the length of its "tokens"."""
+    reply = await _json_or_none(request)
+    if reply is None:
+        return None
+    return reply["count"] if isinstance(reply.get("count"), int) else len(reply.get("tokens") or [])
+
+
+async def _count_vllm(narrator, http, messages, reply):
+    url, model = f"{narrator._root}/tokenize", narrator.model
+    prompt = await _count_of(http.post(url, json={"model": model, "messages": messages}))
+    if not prompt or reply is None:
+        return prompt, None
+    return prompt, await _count_of(http.post(url, json={"model": model, "prompt": reply, "add_special_tokens": False}))
+
+
+async def _count_llama_cpp(narrator, http, messages, reply):
+    template = await _json_or_none(http.post(f"{narrator._root}/apply-template", json={"messages": messages}))
+    if not (template or {}).get("prompt"):
+        return None, None
+    url = f"{narrator._root}/tokenize"
+    prompt = await _count_of(http.post(url, json={"content": template["prompt"], "add_special": True}))
+    if not prompt or reply is None:
+        return prompt, None
+    return prompt, await _count_of(http.post(url, json={"content": reply}))
+
+
+async def _count_llama_cpp_python(narrator, http, messages, reply):
+    url, model = f"{narrator._root}/extras/tokenize/count", narrator.model
+    text = "\n".join(str(message.get("content") or "") for message in messages)
+    prompt = await _count_of(http.post(url, json={"model": model, "input": text}))
+    if not prompt or reply is None:
+        return prompt, None
+    return prompt, await _count_of(http.post(url, json={"model": model, "input": reply}))
+
+
+# Tried in this order until one counts; the first that does is remembered for the server.
+_COUNTERS = {"vllm": _count_vllm, "llama.cpp": _count_llama_cpp, "llama-cpp-python": _count_llama_cpp_python}
+
+
 def _error_text(response: httpx.Response) -> str:
     try:
-        return _message_of(response.json()["error"])
+        return server_message(_message_of(response.json()["error"]))
     except (ValueError, KeyError, TypeError):
-        return response.text[:200] or response.reason_phrase
+        return server_message(response.text[:1000]) if response.text else response.reason_phrase
 
 
 def _message_of(error) -> str:

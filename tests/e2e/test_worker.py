@@ -9,7 +9,7 @@ pytestmark = pytest.mark.e2e
 
 def test_a_failed_recording_shows_under_the_story_and_a_retry_brings_it_up_to_date(app, fake, page):  # noqa: F811
     fake.script("The lantern gutters and the harbour goes dark.")
-    fake.script_json("this is not JSON {")
+    fake.script_json("this is not JSON {", "this is not JSON {")  # the reply, and again when asked once more
     sign_in(app, page)
     send(page, "wait by the lantern")
     page.wait_for_selector("#worker-status[data-worker=failed]", timeout=20_000)

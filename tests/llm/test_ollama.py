@@ -6,6 +6,7 @@ import pytest
 from storyteller.llm import (
     ChatOptions,
     ModelNotFound,
+    NarratorError,
     NarratorTimeout,
     OllamaClient,
     ServerUnavailable,
@@ -176,12 +177,25 @@ async def test_complete_json_sends_the_schema_as_format_and_parses_the_reply(fak
     assert body["options"]["temperature"] == 0
 
 
-async def test_complete_json_rejects_text_that_is_not_json(fake_ollama):
-    fake_ollama.script_json("Sure! Here is the JSON you asked for.")
+async def test_complete_json_asks_once_more_for_text_that_is_not_json(fake_ollama):
+    schema = {"type": "object", "properties": {"mood": {"type": "string"}}, "required": ["mood"]}
+    fake_ollama.script_json("Sure! Here is the JSON you asked for.", {"mood": "calm"})
     client = OllamaClient(fake_ollama.url, "qwen2.5:3b-instruct")
 
-    with pytest.raises(Exception, match="not JSON"):
+    assert await client.complete_json(MESSAGES, schema, ChatOptions()) == {"mood": "calm"}
+    first, again = fake_ollama.bodies("/api/chat")
+    assert again["messages"][:-2] == first["messages"]
+    assert again["messages"][-2] == {"role": "assistant", "content": "Sure! Here is the JSON you asked for."}
+    assert "the reply is not JSON" in again["messages"][-1]["content"]
+
+
+async def test_complete_json_gives_up_after_a_second_reply_that_is_not_json(fake_ollama):
+    fake_ollama.script_json("Sure! Here is the JSON you asked for.", "Here it is again.")
+    client = OllamaClient(fake_ollama.url, "qwen2.5:3b-instruct")
+
+    with pytest.raises(NarratorError, match="answered twice without the JSON that was asked for") as raised:
         await client.complete_json(MESSAGES, {"type": "object"}, ChatOptions())
+    assert "not JSON (it begins “Here it is again.”)" in str(raised.value)
 
 
 async def test_describe_reads_the_context_length_from_model_info(fake_ollama):

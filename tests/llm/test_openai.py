@@ -1,13 +1,19 @@
+import json
+import re
+
 import pytest
 
 from storyteller.llm import (
     ChatOptions,
     ModelNotFound,
+    NarratorError,
     NarratorTimeout,
     OpenAIClient,
     ServerUnavailable,
     StreamInterrupted,
 )
+from storyteller.llm import structured
+from storyteller.llm.fake_server import REFUSED_JSON_SCHEMA
 from storyteller.llm.scripted import vector_for
 from tests.llm.streams import MESSAGES, collect, wait_for
 
@@ -154,3 +160,173 @@ async def test_list_models_and_describe_without_a_context_length(fake_ollama):
     assert await client.list_models() == ["qwen2.5:3b-instruct", "nomic-embed-text"]
     info = await client.describe()
     assert (info.api, info.model, info.context_length) == ("openai", "qwen2.5:3b-instruct", None)
+
+
+MOOD = {"type": "object", "properties": {"mood": {"enum": ["calm", "tense"]}}, "required": ["mood"]}
+
+# What a server's own internals look like when they leak into its error text.
+INTERNALS = re.compile(r"/home/|site-packages|Traceback|File \"|\.py\b|line \d+")
+
+
+async def test_a_server_that_refuses_json_schema_is_asked_with_json_object_and_the_schema(fake_ollama):
+    fake_ollama.accept_structured(structured.JSON_OBJECT_SCHEMA, structured.JSON_OBJECT, structured.TEXT)
+    client = OpenAIClient(fake_ollama.url, "smollm2")
+
+    assert await client.complete_json(MESSAGES, MOOD, ChatOptions()) == {"mood": "calm"}
+
+    refused, accepted = fake_ollama.bodies("/v1/chat/completions")
+    assert refused["response_format"]["type"] == "json_schema"
+    assert accepted["response_format"] == {"type": "json_object", "schema": MOOD}
+    assert accepted["messages"] == MESSAGES, "a server that holds the reply to the schema needs no schema in words"
+    assert structured.negotiated(fake_ollama.url, "smollm2") == structured.JSON_OBJECT_SCHEMA
+
+
+async def test_a_server_that_takes_only_a_bare_json_object_gets_the_schema_in_the_prompt_and_it_is_remembered(
+    fake_ollama
+):
+    fake_ollama.accept_structured(structured.JSON_OBJECT)
+    client = OpenAIClient(fake_ollama.url, "smollm2")
+
+    assert await client.complete_json(MESSAGES, MOOD, ChatOptions()) == {"mood": "calm"}
+    assert [body["response_format"] for body in fake_ollama.bodies("/v1/chat/completions")][1:] == [
+        {"type": "json_object", "schema": MOOD}, {"type": "json_object"}]
+    last = fake_ollama.bodies("/v1/chat/completions")[-1]["messages"][-1]["content"]
+    assert last.startswith("I open the door.") and structured.SCHEMA_MARKER in last and json.dumps(MOOD) in last
+
+    fake_ollama.requests.clear()
+    await client.complete_json(MESSAGES, MOOD, ChatOptions())
+    [body] = fake_ollama.bodies("/v1/chat/completions")
+    assert body["response_format"] == {"type": "json_object"}, "the next call goes straight to the mode that worked"
+
+
+async def test_a_plain_text_server_gets_the_schema_in_the_prompt_and_a_fenced_reply_is_read(fake_ollama):
+    fake_ollama.accept_structured(structured.TEXT)
+    fake_ollama.script_json('Here you are:\n```json\n{"mood": "tense"}\n```')
+    client = OpenAIClient(fake_ollama.url, "smollm2")
+
+    assert await client.complete_json(MESSAGES, MOOD, ChatOptions()) == {"mood": "tense"}
+    assert "response_format" not in fake_ollama.bodies("/v1/chat/completions")[-1]
+    assert structured.negotiated(fake_ollama.url, "smollm2") == structured.TEXT
+
+
+async def test_a_reply_that_breaks_the_schema_is_asked_for_once_more_with_the_reasons(fake_ollama):
+    fake_ollama.script_json({"mood": "furious"}, {"mood": "tense"})
+    client = OpenAIClient(fake_ollama.url, "smollm2")
+
+    assert await client.complete_json(MESSAGES, MOOD, ChatOptions()) == {"mood": "tense"}
+    first, again = fake_ollama.bodies("/v1/chat/completions")
+    assert again["messages"][:-2] == first["messages"] == MESSAGES
+    assert again["messages"][-2] == {"role": "assistant", "content": '{"mood": "furious"}'}
+    assert 'mood is "furious"; it must be one of "calm", "tense"' in again["messages"][-1]["content"]
+
+
+async def test_a_reply_cut_off_by_the_limit_is_asked_for_again_without_its_broken_text(fake_ollama):
+    fake_ollama.script_json('{"mood": "calm and " ' + "very " * 50 + '"}', {"mood": "calm"})
+    client = OpenAIClient(fake_ollama.url, "smollm2")
+
+    assert await client.complete_json(MESSAGES, MOOD, ChatOptions(num_predict=20)) == {"mood": "calm"}
+    again = fake_ollama.bodies("/v1/chat/completions")[-1]["messages"]
+    assert again[:-1] == MESSAGES
+    assert "cut off by the 20-token limit before its JSON closed" in again[-1]["content"]
+
+
+async def test_a_second_reply_that_breaks_the_schema_fails_in_words(fake_ollama):
+    fake_ollama.script_json({"mood": "furious"}, {"weather": "rain"})
+    client = OpenAIClient(fake_ollama.url, "/models/SmolLM2-135M.gguf")
+
+    with pytest.raises(NarratorError) as raised:
+        await client.complete_json(MESSAGES, MOOD, ChatOptions())
+    assert str(raised.value) == (
+        'The model SmolLM2-135M.gguf answered twice without the JSON that was asked for (the reply lacks "mood"), '
+        "so nothing was used. Retry, or choose a larger narrator model.")
+
+
+async def test_a_server_error_in_every_mode_is_shown_in_its_own_words_without_internals(fake_ollama):
+    fake_ollama.fail_request("/v1/chat/completions", 500, REFUSED_JSON_SCHEMA, persistent=True)
+    client = OpenAIClient(fake_ollama.url, "smollm2")
+
+    with pytest.raises(NarratorError) as raised:
+        await client.complete_json(MESSAGES, MOOD, ChatOptions())
+    message = str(raised.value)
+    assert "answered HTTP 500: Input should be 'text' or 'json_object'." in message
+    assert not INTERNALS.search(message), message
+    assert len(fake_ollama.bodies("/v1/chat/completions")) == len(structured.MODES)
+    assert structured.negotiated(fake_ollama.url, "smollm2") is None, "no mode worked, so none is remembered"
+
+
+async def test_an_error_mid_stream_is_shown_without_internals(fake_ollama):
+    fake_ollama.fail_mid_stream(message='Traceback (most recent call last):\n  File "/srv/app/llama.py", line 9')
+    client = OpenAIClient(fake_ollama.url, "smollm2")
+
+    with pytest.raises(StreamInterrupted) as raised:
+        await collect(client.stream_chat(MESSAGES, ChatOptions()))
+    assert not INTERNALS.search(str(raised.value)) and "no details given" in str(raised.value)
+
+
+@pytest.mark.parametrize("kind,words,endpoint", [
+    ("llama.cpp", "<|im_start|>system You narrate.<|im_end|> <|im_start|>user I open the door.<|im_end|> "
+                  "<|im_start|>assistant", "/apply-template, then /tokenize"),
+    ("vllm", "system: You narrate. user: I open the door.", "POST /tokenize with the messages"),
+    ("llama-cpp-python", "You narrate. I open the door.", "/extras/tokenize/count"),
+])
+async def test_a_stream_without_usage_is_counted_by_the_servers_own_tokenizer(fake_ollama, kind, words, endpoint):
+    fake_ollama.imitate(kind)
+    fake_ollama.stream_usage = False
+    client = OpenAIClient(fake_ollama.url + "/v1", "smollm2")
+
+    final = (await collect(client.stream_chat(MESSAGES, ChatOptions())))[-1]
+
+    assert final.prompt_eval_count == fake_ollama.tokens_in(words)
+    assert final.eval_count == fake_ollama.tokens_in("The story continues.")
+    assert endpoint in final.count_source
+    fake_ollama.requests.clear()
+    await collect(client.stream_chat(MESSAGES, ChatOptions()))
+    tried = [r.path for r in fake_ollama.requests if r.path != "/v1/chat/completions"]
+    assert len(tried) == (3 if kind == "llama.cpp" else 2), "the endpoint that worked is remembered"
+
+
+async def test_usage_in_the_stream_is_used_without_asking_the_tokenizer(fake_ollama):
+    fake_ollama.imitate("vllm")
+    client = OpenAIClient(fake_ollama.url, "smollm2")
+
+    final = (await collect(client.stream_chat(MESSAGES, ChatOptions())))[-1]
+
+    assert (final.prompt_eval_count, final.count_source) == (6, "the server's usage report")
+    assert [r.path for r in fake_ollama.requests] == ["/v1/chat/completions"]
+
+
+async def test_no_usage_and_no_tokenizer_is_not_reported_and_not_asked_again(fake_ollama):
+    fake_ollama.stream_usage = False
+    client = OpenAIClient(fake_ollama.url, "smollm2")
+
+    final = (await collect(client.stream_chat(MESSAGES, ChatOptions())))[-1]
+    assert (final.prompt_eval_count, final.eval_count, final.count_source) == (None, None, None)
+    fake_ollama.requests.clear()
+    await collect(client.stream_chat(MESSAGES, ChatOptions()))
+    assert [r.path for r in fake_ollama.requests] == ["/v1/chat/completions"]
+
+
+@pytest.mark.parametrize("kind,source", [
+    ("llama.cpp", "n_ctx in /props (llama.cpp)"),
+    ("vllm", "max_model_len in /v1/models (vLLM)"),
+    ("lmstudio", "max_context_length in /api/v0/models (LM Studio)"),
+])
+async def test_describe_reads_the_context_window_from_the_servers_own_field(fake_ollama, kind, source):
+    fake_ollama.imitate(kind)
+    fake_ollama.context_length = 8192
+    client = OpenAIClient(fake_ollama.url, "qwen2.5:3b-instruct")
+
+    info = await client.describe()
+
+    assert (info.context_length, info.context_source) == (8192, source)
+
+
+async def test_a_model_named_by_its_file_path_is_shown_by_its_file_name(fake_ollama):
+    fake_ollama.models = ["/home/someone/models/SmolLM2-135M-Instruct.Q4_1.gguf"]
+    client = OpenAIClient(fake_ollama.url, "qwen2.5:3b-instruct")
+
+    info = await client.describe()
+
+    assert info.served == "/home/someone/models/SmolLM2-135M-Instruct.Q4_1.gguf"
+    assert info.label == "SmolLM2-135M-Instruct.Q4_1.gguf"
+    assert (info.context_length, info.structured) == (None, None)

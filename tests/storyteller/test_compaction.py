@@ -318,7 +318,7 @@ async def test_a_stalled_or_malformed_summary_fails_the_turn_and_writes_nothing(
         settings.STORYTELLER_CHECKPOINT_TIMEOUT = 0.5
         narrator_server.stall(3)
     else:
-        narrator_server.script_json("this is not JSON {")
+        narrator_server.script_json("this is not JSON {", "this is not JSON {")  # asked once more
     with pytest.raises(turns.TurnFailed) as caught:
         await play(campaign)
     assert "Nothing was sent or saved" in str(caught.value)

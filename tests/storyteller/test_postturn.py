@@ -39,7 +39,7 @@ def test_a_malformed_memory_summary_shows_failed_never_up_to_date_and_a_retry_ru
     play_to(campaign, 12)  # two blocks of six actions are due
     node = head(campaign)
     story = texts(campaign)
-    narrator_server.script_json({"events": []}, "this is not JSON {")
+    narrator_server.script_json({"events": []}, "this is not JSON {", "this is not JSON {")  # asked once more
     async_to_sync(postturn.run)(node.pk)
 
     page = status_of(client_of, campaign)

@@ -118,13 +118,13 @@ async def test_a_recorder_that_times_out_is_recorded_as_failed(campaign, narrato
 
 @pytest.mark.parametrize("reply,error", [
     ("Sure! Mara arrives.", "not JSON"),
-    ({"changes": []}, "without an \"events\" list"),
+    ({"changes": []}, "lacks \"events\""),
 ])
 async def test_invalid_json_or_the_wrong_shape_fails_the_recording_not_the_turn(
     campaign, narrator_server, reply, error
 ):
     narrator_server.script("Mara arrives.", "The rain goes on.")
-    narrator_server.script_json(reply)
+    narrator_server.script_json(reply, reply)  # the reply, and the same again when asked once more
     result = await play(campaign)
     run = await run_of(result.node_id)
     assert run.status == "failed" and error in run.error

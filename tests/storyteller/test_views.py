@@ -171,7 +171,7 @@ def test_choosing_a_model_warns_when_the_budget_exceeds_its_context(client_of, c
     narrator_server.context_length = 2048
     fragment = client_of.post(reverse("choose_model", args=[campaign.pk]), {"narrator_model": "qwen2.5:3b-instruct"},
                               **HTMX).content.decode()
-    assert "2048 tokens of context" in fragment and "exceeds what this model can read" in fragment
+    assert 'data-fact="window">2048 tokens' in fragment and "exceeds what this model can read" in fragment
     assert Campaign.objects.get(pk=campaign.pk).narrator_model == "qwen2.5:3b-instruct"
 
 
@@ -180,7 +180,7 @@ def test_the_model_settings_page_warns_about_a_budget_beyond_the_models_context(
 ):
     narrator_server.context_length = 2048
     page = client_of.get(reverse("model_settings")).content.decode()
-    assert "2048 tokens of context" in page and "exceeds what this model can read" in page
+    assert 'data-fact="window">2048 tokens' in page and "exceeds what this model can read" in page
 
 
 def test_model_settings_refuses_anonymous_and_wrong_methods(client, client_of):

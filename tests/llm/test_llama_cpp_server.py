@@ -1,0 +1,123 @@
+"""Against a real OpenAI-compatible server (llama-cpp-python's, SmolLM2): turns, Stop, recording, counts, window."""
+
+import asyncio
+import re
+
+import pytest
+from asgiref.sync import sync_to_async
+from django.test import Client
+from django.urls import reverse
+
+from campaigns.models import Node, RecorderRun, StateEvent
+from storyteller import llm, postturn, turns
+from storyteller.consumers import CHUNK_FRAGMENT
+from storyteller.context import Action
+from storyteller.llm import structured
+from tests.conftest import make_campaign
+from tests.storyteller.test_consumers import connect, frames_until_body
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+# Short replies keep the suite quick; the 135M model writes about a hundred tokens a second here.
+REPLY_TOKENS = 60
+
+CHUNK = CHUNK_FRAGMENT.split("{}")[0]  # how a streamed word begins on the play socket
+
+# What a transport failure says (base.translate_http_errors, OpenAIClient._raise_for): never a recording's reason.
+TRANSPORT = re.compile(r"not running|answered HTTP|dropped mid-reply|sent nothing for|closed the reply")
+
+
+@pytest.fixture
+async def real_narrator(llama_cpp_server, settings):
+    """Point the app at the real server as a person would: STORYTELLER_LLM_API=openai and its URL."""
+    settings.STORYTELLER_LLM_URL = llama_cpp_server.url
+    settings.STORYTELLER_LLM_URL_CONFIGURED = True
+    settings.STORYTELLER_LLM_API = "openai"
+    # A busy machine slows the 135M model tenfold; what is tested here is what the server accepts, not its speed.
+    settings.STORYTELLER_RECORDER_TIMEOUT = 600
+    yield llama_cpp_server
+    await postturn.settle()
+
+
+@pytest.fixture
+async def story(owner):
+    # Greedy narration makes every run's prompts, and so the model's answers, the same.
+    return await sync_to_async(make_campaign)(owner, max_output_tokens=REPLY_TOKENS, temperature=0.0)
+
+
+async def play(campaign, text, relayed):
+    async def relay(chunk):
+        relayed(chunk)
+
+    result = await turns.play_turn(campaign.pk, Action(mode="do", text=text), relay)
+    await result.post_turn
+    return result
+
+
+@sync_to_async
+def signed_in(user):
+    client = Client()
+    client.force_login(user)
+    return client
+
+
+async def test_three_turns_recorded_with_negotiated_output_counted_tokens_and_no_window_said_plainly(
+    real_narrator, story, owner
+):
+    chunks = []
+    for action in ("I knock on the abbey gate.", "I ask the monk about the silver key.", "I follow him inside."):
+        result = await play(story, action, chunks.append)
+        run = await RecorderRun.objects.aget(node_id=result.node_id)
+        # Applied: each event is then either applied or refused by the state's own validation, with its reason.
+        assert run.status == RecorderRun.Status.APPLIED, run.error
+        assert not TRANSPORT.search(run.error)
+        async for event in StateEvent.objects.filter(node_id=result.node_id, status="rejected"):
+            assert event.reason
+    assert len(chunks) > 10, "the replies streamed"
+    # llama-cpp-python refuses json_schema (HTTP 500) and takes json_object with the schema.
+    assert structured.negotiated(real_narrator.url, llm.default_narrator_model()) == structured.JSON_OBJECT_SCHEMA
+
+    # The stream carries no usage; the count comes from /extras/tokenize/count, near our own estimate.
+    node = await Node.objects.select_related("snapshot").aget(pk=result.node_id)
+    counted, estimate = node.snapshot.prompt_eval_count, node.snapshot.report["budget"]["prompt_tokens"]
+    assert counted is not None and 0.7 * estimate < counted < 1.5 * estimate
+    client = await signed_in(owner)
+    page = (await sync_to_async(client.get)(reverse("inspector", args=[story.pk, node.pk]))).content.decode()
+    assert f"<td data-server-count>{counted} " in page and "/extras/tokenize/count" in page
+    assert node.snapshot.eval_count and f"<td>{node.snapshot.eval_count} (" in page, "the reply is counted too"
+
+    page = (await sync_to_async(client.get)(reverse("model_settings"))).content.decode()
+    row = page[page.index(f'id="campaign-model-{story.pk}"'):]
+    assert "<strong>SmolLM2-135M-Instruct.Q4_1.gguf</strong>" in row, "the model that plays, by its file name"
+    assert "the one model this server runs" in row
+    window = re.search(r'data-fact="window">(.*?)</dd>', row, re.S).group(1)
+    assert "not reported" in window and "budget of 4096 tokens is used" in window
+    assert "json_object with the schema" in re.search(r'data-fact="structured">(.*?)</dd>', row, re.S).group(1)
+
+
+async def test_a_reply_streams_over_the_websocket_and_stop_ends_generation_on_the_server(real_narrator, owner):
+    story = await sync_to_async(make_campaign)(owner, max_output_tokens=1500)
+    communicator, connected = await connect(story, owner)
+    assert connected
+    await communicator.send_json_to({"mode": "do", "text": "Tell me, at great length, the whole history of the abbey."})
+    words = 0
+    while words < 3:  # the reply has begun
+        words += (await communicator.receive_from(timeout=120)).startswith(CHUNK)
+    busy_from = real_narrator.cpu_seconds()
+    await asyncio.sleep(1.0)
+    generating = real_narrator.cpu_seconds() - busy_from
+    await communicator.send_json_to({"action": "stop"})
+    frames = await frames_until_body(communicator, timeout=30)
+    assert "Stopped. Nothing was saved." in frames[-1]
+
+    await asyncio.sleep(0.5)  # the server notices the closed connection at its next token
+    idle_from = real_narrator.cpu_seconds()
+    await asyncio.sleep(1.0)
+    after_stop = real_narrator.cpu_seconds() - idle_from
+    # The server says it let go of the generation; its CPU time says it stopped (a clock tick is 10 ms, and
+    # even a machine busy with other work gives a generating server several ticks a second).
+    assert "Disconnected from client" in real_narrator.output()
+    assert generating >= 0.03, f"the server was not generating before Stop ({generating:.2f} s of CPU in 1 s)"
+    assert after_stop <= 0.02, f"the server kept generating after Stop ({after_stop:.2f} s of CPU in 1 s)"
+    assert await Node.objects.filter(campaign=story).acount() == 1
+    await communicator.disconnect()
