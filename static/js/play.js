@@ -198,6 +198,39 @@
   arrangePanels();
   narrow.addEventListener("change", arrangePanels);
 
+  // A panel reads itself again whenever the story moves (a turn, undo, the
+  // worker finishing) and while its recording is pending. That must not take
+  // what the person is writing in it: while a field in the panel holds typed
+  // text, only the panel's own forms may redraw it. Disclosures left open
+  // stay open.
+  function beingWritten(panel) {
+    return Array.prototype.some.call(panel.querySelectorAll("textarea, input[type=text]"), function (field) {
+      return field.value !== field.defaultValue;
+    });
+  }
+  var reopen = {};  // ids of the disclosures open in a panel being redrawn
+  document.addEventListener("htmx:beforeSwap", function (event) {
+    var panel = event.detail.target;
+    if (!panel || !panel.closest || !panel.closest("#side-panels") || !panel.id.endsWith("-panel")) return;
+    var source = event.detail.requestConfig && event.detail.requestConfig.elt;
+    var ownForm = source && source.closest && source.closest("form") && panel.contains(source);
+    if (!ownForm && beingWritten(panel)) {
+      event.detail.shouldSwap = false;
+      return;
+    }
+    panel.querySelectorAll("details[open][id]").forEach(function (disclosure) { reopen[disclosure.id] = true; });
+  });
+  document.addEventListener("htmx:load", function (event) {
+    var loaded = event.detail.elt;
+    if (!loaded.querySelectorAll) return;
+    loaded.querySelectorAll("details[id]").forEach(function (disclosure) {
+      if (reopen[disclosure.id]) {
+        disclosure.open = true;
+        delete reopen[disclosure.id];
+      }
+    });
+  });
+
   document.addEventListener("click", function (event) {
     var summary = event.target.closest("details.side-panel > summary");
     if (!summary) return;

@@ -2,7 +2,7 @@
 
 import pytest
 
-from tests.e2e.test_play import app, fake, page, send, sign_in  # noqa: F401 — the shared browser fixtures
+from tests.e2e.test_play import app, fake, page, send, settled, sign_in  # noqa: F401 — the shared browser fixtures
 
 pytestmark = pytest.mark.e2e
 
@@ -15,6 +15,7 @@ def test_a_memory_added_and_pinned_in_the_panel_reaches_the_narrator_and_follows
     fake.script("The ferryman nods at you.", "Rain on the river.")
     sign_in(app, page)
     send(page, "hail the ferryman")
+    settled(page)  # the worker's reload of the panels is done before we write in one
     page.wait_for_selector("#memory-panel #memory-lines")
     assert "No memories on this line yet" in panel_text(page)
 

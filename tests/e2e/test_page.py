@@ -4,7 +4,7 @@ retries as versions to flip through, and no 404s, clipped placeholders or touchi
 import pytest
 
 from tests.e2e.test_play import (  # noqa: F401 — the shared browser fixtures
-    CHROMIUM, CHROMIUM_FLAGS, app, fake, narrator_nodes, send, sign_in,
+    CHROMIUM, CHROMIUM_FLAGS, app, fake, narrator_nodes, send, settled, sign_in,
 )
 
 pytestmark = pytest.mark.e2e
@@ -134,21 +134,25 @@ def test_a_paste_over_the_limit_is_counted_refused_with_the_limit_named_and_kept
 def test_a_failed_turn_gives_the_text_back_with_what_was_typed_meanwhile(app, fake, browser):
     page = open_page(browser, WIDE)
     sign_in(app, page)
-    fake.not_found()
-    page.fill("#action-text", "search the cellar")
-    page.click("#send-button")
-    page.wait_for_function("() => document.querySelector('#turn-error').innerText.includes('ollama pull')")
-    assert page.input_value("#action-text") == "search the cellar"
-    assert page.is_enabled("#send-button")
+    fake.chunk_delay(0.1)
+    fake.fail_mid_stream(after_chunks=8)
+    fake.script(" slowly" * 20)
+    try:
+        page.fill("#action-text", "search the cellar")
+        page.fill("#action-direction", "be brief")
+        page.click("#send-button")
+        page.wait_for_function("() => document.querySelector('#pending-text')?.innerText.includes('slowly')")
+        page.type("#action-text", "and the attic")
+        page.wait_for_function("() => document.querySelector('#turn-error').innerText.includes('Nothing was saved')")
+    finally:
+        fake.chunk_delay(0)
+    assert page.input_value("#action-text") == "search the cellar\nand the attic"
+    assert page.input_value("#action-direction") == "be brief"
+    assert page.is_enabled("#send-button") and page.query_selector("#pending-reply") is None
 
 
 def introduce(name):
     return {"events": [{"type": "introduce", "subject": name, "object": "character", "value": "", "narrator_only": False}]}
-
-
-def settled(page):
-    """Wait until the post-turn worker is not running, so the next scripted JSON reply goes to the next recording."""
-    page.wait_for_selector("#worker-status[data-worker]:not([data-worker=running])", state="attached", timeout=30_000)
 
 
 def test_retries_are_versions_flipped_in_place_with_the_panels_following(app, fake, browser):
@@ -183,6 +187,29 @@ def test_retries_are_versions_flipped_in_place_with_the_panels_following(app, fa
     assert "SECOND VERSION" in page.inner_text("#story")
     page.wait_for_function("() => document.querySelector('#state-panel').innerText.includes('Tobin')")
     assert page.evaluate("window.__samePage") is True, "flipping never reloads the page"
+
+
+def test_a_panel_being_written_in_is_not_redrawn_under_the_persons_hands(app, fake, browser):
+    page = open_page(browser, WIDE)
+    sign_in(app, page)
+    fake.script("The gate opens.", "The hall is dark.")
+    send(page, "open the gate")
+    send(page, "enter the hall")
+    settled(page)
+    page.click("#plot-write > summary")
+    page.fill("#plot-text", "A draft of the plot, half written")
+    page.click("#state-corrections > summary")  # open, nothing typed
+    before = narrator_nodes(page).count()
+    page.click("[data-action=undo]")  # the story moves: every panel reads itself again
+    page.wait_for_function(
+        "n => document.querySelectorAll('#story [data-role=narrator][data-node-id]').length === n", arg=before - 1)
+    page.wait_for_timeout(1_000)  # the panels' loaders have answered
+    assert page.input_value("#plot-text") == "A draft of the plot, half written"
+    assert page.eval_on_selector("#plot-write", "d => d.open")
+    assert page.eval_on_selector("#state-corrections", "d => d.open"), "an open disclosure stays open"
+    page.click("#plot-panel form.plot-form button")
+    page.wait_for_selector("#plot-message")
+    assert "A draft of the plot, half written" in page.inner_text("#plot-summary")
 
 
 def test_no_page_asks_for_something_missing(app, fake, browser):
