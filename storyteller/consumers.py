@@ -44,9 +44,9 @@ UNHANDLED = ("The app could not handle that message ({error}), so nothing was se
              "and try again; the app's console says more.")
 UNKNOWN = "The app does not know that request, so nothing was done. Reload the page and try again."
 STOPPED = "Stopped. Nothing was saved."
-UNEXPECTED = ("The turn failed unexpectedly ({error}). The story below has been read again and shows what was saved; "
-              "your text is back in the box. Send it again; if this keeps happening, the app's console says more.")
-UNSHOWN = ("The reply was saved, but the page could not show it ({error}); the story below has been read again. "
+UNEXPECTED = ("The turn failed unexpectedly ({error}). The story has been read again and shows what was saved, and "
+              "anything you typed is back in the box. Try again; if this keeps happening, the app's console says more.")
+UNSHOWN = ("The reply was saved, but the page could not show it ({error}); the story has been read again. "
            "If this keeps happening, the app's console says more.")
 
 
