@@ -82,16 +82,49 @@ CanonRuleFormSet = forms.inlineformset_factory(
 )
 
 
+# What one action and its direction may hold. The play page counts towards
+# them as the player types and refuses (never cuts) what is longer.
+MAX_ACTION = 4000
+MAX_DIRECTION = 1000
+
+
 class ActionForm(forms.Form):
+    """One player action from the play page; text over its limit or not valid Unicode is refused, never cut."""
+
     mode = forms.ChoiceField(choices=Node.Mode.choices)
-    text = forms.CharField(required=False, max_length=4000, strip=True)
-    direction = forms.CharField(required=False, max_length=1000, strip=True)
+    text = forms.CharField(required=False, strip=True)
+    direction = forms.CharField(required=False, strip=True)
+
+    def clean_text(self):
+        return _checked(self.cleaned_data["text"], "Your action", MAX_ACTION)
+
+    def clean_direction(self):
+        return _checked(self.cleaned_data["direction"], "The direction", MAX_DIRECTION)
 
     def clean(self):
         cleaned = super().clean()
-        if cleaned.get("mode") != "continue" and not cleaned.get("text"):
+        # Only a really empty action is "missing": text refused for its length or its characters says so itself.
+        if cleaned.get("mode") not in (None, "continue") and "text" not in self.errors and not cleaned.get("text"):
             raise forms.ValidationError("Write what you do or say, or choose Continue.")
         return cleaned
+
+
+def _checked(text, name, limit):
+    """Return ``text``, or refuse it in words when it is too long or holds something that is not Unicode text."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError as error:
+        raise forms.ValidationError(
+            f"{name} holds a broken character at position {error.start + 1:,} (half of a surrogate pair, often left "
+            "by copying part of an emoji), so it is not valid Unicode text. Delete or retype that character and "
+            "send again; nothing was sent."
+        ) from error
+    if len(text) > limit:
+        raise forms.ValidationError(
+            f"{name} is {len(text):,} characters long; the limit is {limit:,}. Shorten it by {len(text) - limit:,} "
+            "and send again; nothing was sent."
+        )
+    return text
 
 
 class SavePointForm(forms.Form):

@@ -74,12 +74,7 @@ def path_of(campaign):
 
 def path_at(campaign_id, branch_id, depth):
     """Return the lineage that ends at ``(branch_id, depth)``."""
-    # Written out: every turn and every state read starts here, and the ORM spent 0.6-0.9 ms building this
-    # one-table read under load, SQLite answers in under 0.1 (bench "state").
-    with connection.cursor() as cursor:
-        cursor.execute(f"SELECT id, parent_id, fork_depth FROM {Branch._meta.db_table} WHERE campaign_id = %s",
-                       [campaign_id])
-        branches = {pk: (parent, fork) for pk, parent, fork in cursor.fetchall()}
+    branches = _branch_table(campaign_id)
     segments = []
     cap = depth
     current = branch_id
@@ -90,6 +85,71 @@ def path_at(campaign_id, branch_id, depth):
             cap = fork
         current = parent
     return Path(campaign_id, branch_id, depth, tuple(segments))
+
+
+def _branch_table(campaign_id):
+    """Return ``{branch id: (parent id, fork depth)}`` for every branch of the campaign."""
+    # Written out: every turn and every state read starts here, and the ORM spent 0.6-0.9 ms building this
+    # one-table read under load, SQLite answers in under 0.1 (bench "state").
+    with connection.cursor() as cursor:
+        cursor.execute(f"SELECT id, parent_id, fork_depth FROM {Branch._meta.db_table} WHERE campaign_id = %s",
+                       [campaign_id])
+        return {pk: (parent, fork) for pk, parent, fork in cursor.fetchall()}
+
+
+@dataclass(frozen=True)
+class Versions:
+    """Where a reply stands among the versions of it (Retry writes a sibling under the same player action)."""
+
+    position: int  # 1 for the first version written
+    count: int
+    previous: int | None  # node ids; None at either end
+    next: int | None
+
+
+def versions(campaign_id, nodes):
+    """Return ``{node id: Versions}`` for the replies among ``nodes`` that have more than one version."""
+    depths = {node.depth for node in nodes if node.role == Node.Role.NARRATOR}
+    if not depths:
+        return {}
+    replies = (Node.objects.filter(campaign_id=campaign_id, role=Node.Role.NARRATOR, depth__in=depths)
+               .order_by("pk").values_list("pk", "branch_id", "depth"))
+    return group_versions(_branch_table(campaign_id), replies, {node.pk for node in nodes})
+
+
+def group_versions(branches, replies, wanted):
+    """Group ``replies`` ((id, branch, depth), oldest first) by the player action they answer; return the wanted.
+
+    Two replies at depth ``d`` are versions of each other when the same
+    branch owns depth ``d - 1`` on both their lines: that branch holds
+    exactly one node there, the player action they both answer.
+    """
+    groups = {}
+    for pk, branch_id, depth in replies:
+        groups.setdefault((depth, _owner(branches, branch_id, depth - 1)), []).append(pk)
+    found = {}
+    for members in groups.values():
+        if len(members) < 2:
+            continue
+        for index, pk in enumerate(members):
+            if pk in wanted:
+                found[pk] = Versions(
+                    position=index + 1,
+                    count=len(members),
+                    previous=members[index - 1] if index else None,
+                    next=members[index + 1] if index + 1 < len(members) else None,
+                )
+    return found
+
+
+def _owner(branches, branch_id, depth):
+    """Return the branch whose own node sits at ``depth`` on the line through ``branch_id``."""
+    while branch_id in branches:
+        parent, fork = branches[branch_id]
+        if depth > fork:
+            return branch_id
+        branch_id = parent
+    return None
 
 
 def tip_depth(branch):

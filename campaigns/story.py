@@ -201,3 +201,20 @@ def switch_branch(campaign, branch):
     with transaction.atomic():
         _move_head(campaign, branch, lineage.tip_depth(branch))
     return campaign
+
+
+def show_version(campaign, reply):
+    """Move the head to ``reply``, another version of a reply on the line; return False when it is already shown.
+
+    When the head is at that depth it moves to the version itself, so the
+    story reads the same up to it and Redo still reaches anything played
+    after it. A version further back takes the head to the end of its own
+    branch, as switching to that branch on the Branches page does.
+    """
+    with transaction.atomic():
+        campaign.refresh_from_db(fields=["head_branch", "head_depth"])
+        if lineage.path_of(campaign).contains(reply.branch_id, reply.depth):
+            return False
+        depth = reply.depth if campaign.head_depth == reply.depth else lineage.tip_depth(reply.branch)
+        _move_head(campaign, reply.branch, depth)
+    return True

@@ -4,6 +4,7 @@ from . import views
 
 urlpatterns = [
     path("", views.knowledge_page, name="knowledge"),
+    path("panel/", views.knowledge_panel, name="knowledge_panel"),
     path("upload/", views.upload, name="knowledge_upload"),
     path("search/", views.search, name="knowledge_search"),
     path("rebuild/", views.rebuild, name="knowledge_rebuild"),

@@ -12,7 +12,8 @@ from django.urls import reverse
 from django.views.decorators.http import require_GET, require_POST
 from django_htmx.http import HttpResponseClientRedirect
 
-from campaigns.models import ContextSnapshot
+from campaigns import lineage
+from campaigns.models import ContextSnapshot, Node
 from campaigns.views import campaign_for_user
 from storyteller import importing
 
@@ -94,6 +95,22 @@ def _import_one(campaign, upload, options):
     if source.semantic_detail:
         message += f" {source.semantic_detail}"
     return True, message
+
+
+@login_required
+@require_GET
+def knowledge_panel(request, pk):
+    """Return the play page's Knowledge panel: the campaign's files and which of them the shown reply drew on."""
+    campaign = campaign_for_user(request, pk)
+    if not request.htmx:
+        return redirect("knowledge", campaign.pk)
+    head = (lineage.path_of(campaign).nodes().filter(depth=campaign.head_depth, role=Node.Role.NARRATOR)
+            .values_list("snapshot__report__knowledge__sources", flat=True).first())
+    sources = list(Source.objects.filter(campaign=campaign).only(
+        "title", "classification", "enabled", "hidden", "always_include", "campaign"))
+    for source in sources:
+        source.used_last = source.pk in (head or [])
+    return render(request, "knowledge/_knowledge_panel.html", {"campaign": campaign, "sources": sources})
 
 
 @login_required

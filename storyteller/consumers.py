@@ -3,9 +3,17 @@
 Messages come from htmx's ws extension as JSON form values; everything sent
 back is an HTML fragment swapped out-of-band by id, rendered from the same
 templates the pages use. Each streamed chunk is escaped on its own.
+
+Every turn ends on the page, whatever happens: committed, refused, stopped,
+failed with the reason, or failed unexpectedly (then the page reads the story
+again over HTTP). A frame carries only what changed, never the whole story, so
+its size does not grow with the story (daphne refuses frames over 1 MiB).
 """
 
 import asyncio
+import json
+import logging
+from dataclasses import dataclass
 from urllib.parse import parse_qs
 
 from channels.db import database_sync_to_async
@@ -15,14 +23,31 @@ from django.utils.html import format_html
 
 from campaigns import lineage
 from campaigns.forms import ActionForm
-from campaigns.models import Campaign
+from campaigns.models import Campaign, Node
 
 from . import turns
 from .context import Action
-from .views import play_body_context
+from .views import controls_context, mark_versions
+
+logger = logging.getLogger(__name__)
 
 CHUNK_FRAGMENT = '<span id="pending-text" hx-swap-oob="beforeend">{}</span>'
 NOTICE_FRAGMENT = '<div id="turn-notice" class="notice" role="status" hx-swap-oob="true">{}</div>'
+
+# The form fields a message may carry; each, when present, must be a string.
+FIELDS = ("action", "mode", "text", "direction")
+
+MALFORMED = ("The app could not read that message (it was not a JSON object of form fields), so nothing was sent "
+             "to the narrator. Reload the page and try again.")
+BUSY = "A reply is still being written. Wait for it, or press Stop."
+UNHANDLED = ("The app could not handle that message ({error}), so nothing was sent to the narrator. Reload the page "
+             "and try again; the app's console says more.")
+UNKNOWN = "The app does not know that request, so nothing was done. Reload the page and try again."
+STOPPED = "Stopped. Nothing was saved."
+UNEXPECTED = ("The turn failed unexpectedly ({error}). The story has been read again and shows what was saved, and "
+              "anything you typed is back in the box. Try again; if this keeps happening, the app's console says more.")
+UNSHOWN = ("The reply was saved, but the page could not show it ({error}); the story has been read again. "
+           "If this keeps happening, the app's console says more.")
 
 
 class PlayConsumer(AsyncJsonWebsocketConsumer):
@@ -48,6 +73,18 @@ class PlayConsumer(AsyncJsonWebsocketConsumer):
         if self.group:
             await self.channel_layer.group_discard(self.group, self.channel_name)
 
+    async def receive(self, text_data=None, bytes_data=None, **kwargs):
+        """Handle one message; one that cannot be read or handled gets an error fragment, never a closed socket."""
+        content = _parse(text_data)
+        if content is None:
+            await self._refuse(MALFORMED)
+            return
+        try:
+            await self.receive_json(content)
+        except Exception as error:
+            logger.exception("The play socket could not handle a message for campaign %s", self.campaign_id)
+            await self._refuse(UNHANDLED.format(error=_name(error)))
+
     async def receive_json(self, content, **kwargs):
         kind = content.get("action", "turn")
         if kind == "stop":
@@ -55,33 +92,51 @@ class PlayConsumer(AsyncJsonWebsocketConsumer):
                 self.turn.cancel()
             return
         if self._busy():
-            await self._send_body(error="A reply is still being written. Wait for it, or press Stop.")
+            await self._refuse(BUSY)
             return
         if kind not in ("turn", "retry"):
-            await self._send_body(error=f"Unknown request {kind!r}; reload the page.")
+            await self._refuse(UNKNOWN)
             return
         action = None
         if kind == "turn":
             form = ActionForm(content)
             if not form.is_valid():
-                await self._send_body(error=" ".join(m for ms in form.errors.values() for m in ms))
+                await self._refuse(" ".join(m for ms in form.errors.values() for m in ms))
                 return
             action = Action(**form.cleaned_data)
         self.turn = asyncio.create_task(self._play(action, retry=kind == "retry"))
 
     async def _play(self, action, retry):
-        await self.send(text_data=await _render_start(self.campaign_id, action, retry))
+        """Play one turn; every way it can end sends the end of the turn to the page."""
+        turn = _Turn(action, retry)
         try:
+            start, turn.replaced = await _render_start(self.campaign_id, action, retry)
+            await self.send(text_data=start)
+            turn.started = True
             result = await turns.play_turn(self.campaign_id, action, self._relay, retry=retry, notify=self._notify)
         except turns.TurnFailed as error:
-            await self._send_body(error=str(error))
+            await self._end(turn, "failed", error=str(error))
             return
         except asyncio.CancelledError:
             if not self.closed:
-                await self._send_body(notice="Stopped. Nothing was saved.")
+                await self._end(turn, "stopped", notice=STOPPED)
             raise
-        await self._send_body(notice=result.notice, clear_form=True)
+        except Exception as error:
+            logger.exception("A turn failed unexpectedly in campaign %s", self.campaign_id)
+            await self._end(turn, "failed", error=UNEXPECTED.format(error=_name(error)), refresh=True)
+            return
+        await self._end(turn, "committed", notice=result.notice, result=result)
         await self.channel_layer.group_send(self.group, {"type": "story.changed", "sender": self.channel_name})
+
+    async def _end(self, turn, outcome, **details):
+        """Send the end of the turn; if even that cannot be rendered, say so and have the page read the story again."""
+        try:
+            html = await _render_end(self.campaign_id, turn, outcome, **details)
+        except Exception as error:
+            logger.exception("The end of a turn could not be rendered for campaign %s", self.campaign_id)
+            message = UNSHOWN if outcome == "committed" else UNEXPECTED
+            html = _render_fallback(self.campaign_id, outcome, message.format(error=_name(error)))
+        await self.send(text_data=html)
 
     async def _relay(self, text):
         await self.send(text_data=format_html(CHUNK_FRAGMENT, text))
@@ -90,16 +145,45 @@ class PlayConsumer(AsyncJsonWebsocketConsumer):
         await self.send(text_data=format_html(NOTICE_FRAGMENT, message))
 
     async def story_changed(self, event):
-        """Redraw after another tab (or a page action) moved the story."""
+        """Have the page read the story again (over HTTP) after another tab, or a page action, moved it."""
         own = event.get("sender") == self.channel_name or (self.tab and event.get("tab") == self.tab)
         if not own and not self._busy():
-            await self._send_body()
+            await self.send(text_data=render_to_string("campaigns/_story_refresh.html",
+                                                       {"campaign": {"pk": self.campaign_id}}))
 
     def _busy(self):
         return self.turn is not None and not self.turn.done()
 
-    async def _send_body(self, error="", notice="", clear_form=False):
-        await self.send(text_data=await _render_body(self.campaign_id, error, notice, clear_form))
+    async def _refuse(self, error):
+        """Refuse a message before any turn started: the error, and the page gives the person their text back."""
+        await self.send(text_data=render_to_string("campaigns/_turn_end.html", {
+            "campaign": {"pk": self.campaign_id}, "outcome": "refused", "turn_error": error}))
+
+
+@dataclass
+class _Turn:
+    """What the end of a turn needs to know about how it began."""
+
+    action: Action | None
+    retry: bool
+    started: bool = False  # the pending nodes are on the page
+    replaced: Node | None = None  # the reply a retry took off the page
+
+
+def _name(error):
+    """Name an unexpected error briefly, for a person (the log has the traceback)."""
+    return f"{type(error).__name__}: {error}"[:200]
+
+
+def _parse(text_data):
+    """Return the message as a dict of form fields, or None when it is not one."""
+    try:
+        content = json.loads(text_data) if text_data is not None else None
+    except (ValueError, RecursionError):
+        return None
+    if not isinstance(content, dict) or any(not isinstance(content.get(name, ""), str) for name in FIELDS):
+        return None
+    return content
 
 
 @database_sync_to_async
@@ -109,21 +193,53 @@ def _owns(user, campaign_id):
 
 @database_sync_to_async
 def _render_start(campaign_id, action, retry):
+    """Return the start of a turn (pending nodes, controls locked) and the reply a retry replaces."""
     campaign = Campaign.objects.get(pk=campaign_id)
     replaced = None
     if retry:
         replaced = lineage.path_of(campaign).nodes().filter(depth=campaign.head_depth).first()
-    return render_to_string("campaigns/_turn_start.html", {
+    html = render_to_string("campaigns/_turn_start.html", {
         "campaign": campaign,
         "action": action,
         "replaced": replaced,
     })
+    return html, replaced
 
 
 @database_sync_to_async
-def _render_body(campaign_id, error, notice, clear_form):
+def _render_end(campaign_id, turn, outcome, *, error="", notice="", result=None, refresh=False):
+    """Render ``campaigns/_turn_end.html``: the new nodes (or the replaced reply back), controls and messages."""
     campaign = Campaign.objects.get(pk=campaign_id)
-    context = play_body_context(campaign, error=error, notice=notice)
-    context["oob"] = True
-    context["clear_form"] = clear_form
-    return render_to_string("campaigns/_play_body.html", context)
+    player = reply = None
+    if result is not None:
+        reply = Node.objects.get(pk=result.node_id)
+        if not turn.retry:
+            player = Node.objects.get(branch_id=reply.branch_id, depth=reply.depth - 1)
+    elif turn.started and turn.replaced is not None:
+        reply = turn.replaced  # a retry that did not commit: the reply it was to replace comes back
+    mark_versions(campaign_id, [node for node in (player, reply) if node is not None])
+    return render_to_string("campaigns/_turn_end.html", {
+        "campaign": campaign,
+        "outcome": outcome,
+        "started": turn.started,
+        "had_action": turn.action is not None,
+        "player": player,
+        "reply": reply,
+        "controls": True,
+        **controls_context(campaign),
+        "turn_error": error,
+        "turn_notice": notice,
+        "refresh": refresh,
+    })
+
+
+def _render_fallback(campaign_id, outcome, error):
+    """Render the end of a turn without the database: the message, and the page reads the story again."""
+    return render_to_string("campaigns/_turn_end.html", {
+        "campaign": {"pk": campaign_id},
+        "outcome": outcome,
+        "started": True,
+        "had_action": True,
+        "turn_error": error,
+        "refresh": True,
+    })

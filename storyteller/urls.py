@@ -5,6 +5,7 @@ from . import views
 
 urlpatterns = [
     path("", views.campaign_list, name="campaign_list"),
+    path("favicon.ico", views.favicon, name="favicon"),
     path("login/", views.login_page, name="login"),
     path("login/<str:uidb64>/<str:token>/", views.login_with_link, name="login_link"),
     path("logout/", views.logout_view, name="logout"),
@@ -24,6 +25,7 @@ urlpatterns = [
         name="restore_save_point",
     ),
     path("campaigns/<int:pk>/replies/<int:node_pk>/inspect/", views.inspector, name="inspector"),
+    path("campaigns/<int:pk>/replies/<int:node_pk>/show/", views.show_version, name="show_version"),
     path("campaigns/<int:pk>/model/", views.choose_model, name="choose_model"),
     path("campaigns/<int:pk>/knowledge/", include("knowledge.urls")),
     path("campaigns/<int:pk>/state/", include("campaigns.urls")),

@@ -12,8 +12,10 @@ from django.contrib.auth import login, logout
 from django.contrib.auth.decorators import login_required
 from django.contrib.auth import get_user_model
 from django.db import transaction
+from django.db.models import OuterRef, Subquery
 from django.http import Http404, HttpResponse
 from django.shortcuts import aget_object_or_404, get_object_or_404, redirect, render
+from django.templatetags.static import static
 from django.utils import timezone
 from django.utils.encoding import force_str
 from django.utils.text import slugify
@@ -24,7 +26,7 @@ from django_htmx.http import HttpResponseClientRedirect
 
 from campaigns import lineage, story
 from campaigns import views as campaign_views
-from campaigns.forms import CampaignForm, CanonRuleFormSet, EditCampaignForm, SavePointForm
+from campaigns.forms import MAX_ACTION, MAX_DIRECTION, CampaignForm, CanonRuleFormSet, EditCampaignForm, SavePointForm
 from campaigns.models import Branch, Campaign, Node, SavePoint
 from memory import bank as memory_bank
 from memory import views as memory_views
@@ -38,19 +40,34 @@ STORY_WINDOW = 120
 
 
 def play_body_context(campaign, error="", notice=""):
-    """Return what ``campaigns/_play_body.html`` renders: the story window and its controls."""
+    """Return what the play page's story and controls render: the story window, its versions and the controls."""
     path = lineage.path_of(campaign)
-    nodes = list(path.nodes().order_by("-depth")[:STORY_WINDOW])[::-1]
+    nodes = mark_versions(campaign.pk, list(path.nodes().order_by("-depth")[:STORY_WINDOW])[::-1])
     return {
         "campaign": campaign,
         "nodes": nodes,
         "earlier_count": campaign.head_depth + 1 - len(nodes),
-        "can_undo": campaign.head_depth > 0,
-        "can_redo": lineage.can_redo(campaign),
-        "can_retry": campaign.head_depth >= 2,
+        **controls_context(campaign),
         "turn_error": error,
         "turn_notice": notice,
     }
+
+
+def controls_context(campaign):
+    """Return which of Undo, Redo and Retry ``campaigns/_controls.html`` offers at the campaign's head."""
+    return {
+        "can_undo": campaign.head_depth > 0,
+        "can_redo": lineage.can_redo(campaign),
+        "can_retry": campaign.head_depth >= 2,
+    }
+
+
+def mark_versions(campaign_id, nodes):
+    """Give each of ``nodes`` its ``versions`` (None unless Retry wrote other versions of that reply); return them."""
+    found = lineage.versions(campaign_id, nodes)
+    for node in nodes:
+        node.versions = found.get(node.pk)
+    return nodes
 
 
 # Each play page names itself (static/js/play.js) on its htmx requests and its
@@ -66,16 +83,28 @@ def announce_story_changed(campaign, request=None):
 
 
 def _play_body(request, campaign, **extra):
+    """Answer a head move: the story, its controls and messages, and the panels reloading; or the page without htmx."""
     if request.htmx:
-        return render(request, "campaigns/_play_body.html", play_body_context(campaign, **extra))
+        return render(request, "campaigns/_play_update.html", {**play_body_context(campaign, **extra),
+                                                               "show_messages": True})
     return redirect("play", campaign.pk)
 
 
 @login_required
 @require_GET
 def campaign_list(request):
-    campaigns = Campaign.objects.filter(owner=request.user)
-    return render(request, "campaigns/campaign_list.html", {"campaigns": campaigns, "bundle_limit": bundle.max_bytes()})
+    return render(request, "campaigns/campaign_list.html",
+                  {"campaigns": _campaigns_of(request.user), "bundle_limit": bundle.max_bytes()})
+
+
+def _campaigns_of(user):
+    """Return the person's campaigns, each with ``last_played``: when its newest turn or retry was written, or None.
+
+    Not ``updated_at``: creating or editing a campaign is not playing it.
+    """
+    played = (Node.objects.filter(campaign=OuterRef("pk")).exclude(role=Node.Role.OPENING)
+              .order_by("-created_at").values("created_at")[:1])
+    return Campaign.objects.filter(owner=user).annotate(last_played=Subquery(played))
 
 
 @login_required
@@ -122,11 +151,13 @@ def campaign_edit(request, pk):
 @never_cache  # Back must not show a stale story with its controls frozen mid-turn.
 def play(request, pk):
     campaign = campaign_views.campaign_for_user(request, pk)
-    if request.htmx:
-        return render(request, "campaigns/_play_body.html", play_body_context(campaign))
     context = play_body_context(campaign)
+    if request.htmx:  # another tab moved the story, or a turn ended in a way the page must re-read
+        return render(request, "campaigns/_play_update.html", context)
     context["narrator"] = llm.narrator_for(campaign.narrator_model or None)
     context["long_run"] = long_run.has_run(campaign.pk)
+    context["action_limit"] = MAX_ACTION
+    context["direction_limit"] = MAX_DIRECTION
     return render(request, "campaigns/play.html", context)
 
 
@@ -159,6 +190,18 @@ def save_point(request, pk):
         return _play_body(request, campaign, error="Give the save point a name.")
     story.create_save_point(campaign, form.cleaned_data["name"])
     return _play_body(request, campaign, notice=f"Saved “{form.cleaned_data['name']}”.")
+
+
+@login_required
+@require_POST
+def show_version(request, pk, node_pk):
+    """Show another version of a reply in place of the one on the line (a head move); the panels follow."""
+    campaign = campaign_views.campaign_for_user(request, pk)
+    reply = get_object_or_404(Node, pk=node_pk, campaign=campaign, role=Node.Role.NARRATOR)
+    with transaction.atomic():
+        if story.show_version(campaign, reply):
+            announce_story_changed(campaign, request)
+    return _play_body(request, campaign)
 
 
 @login_required
@@ -317,9 +360,15 @@ def _import_campaign(request):
 
 
 def _refused_import(request, error):
-    campaigns = Campaign.objects.filter(owner=request.user)
     return render(request, "campaigns/campaign_list.html",
-                  {"campaigns": campaigns, "import_error": error, "bundle_limit": bundle.max_bytes()}, status=400)
+                  {"campaigns": _campaigns_of(request.user), "import_error": error, "bundle_limit": bundle.max_bytes()},
+                  status=400)
+
+
+@require_GET
+def favicon(request):
+    """Send browsers that ask for /favicon.ico to the icon every page links."""
+    return redirect(static("favicon.svg"), permanent=True)
 
 
 @require_GET

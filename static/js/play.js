@@ -2,31 +2,161 @@
 (function () {
   "use strict";
 
+  var play = document.getElementById("play");
+  if (!play) return;
+
   // Name this tab, so that a change it makes itself (undo, redo…) is not
   // redrawn a second time when the app tells every open tab about it.
   // Deferred scripts run before htmx connects the websocket, so the name is
   // in place for the first connection.
   var tab = (window.crypto && crypto.randomUUID) ? crypto.randomUUID() : String(Math.random()).slice(2);
-  var play = document.getElementById("play");
-  if (play && play.getAttribute("ws-connect")) {
+  if (play.getAttribute("ws-connect")) {
     play.setAttribute("ws-connect", play.getAttribute("ws-connect") + "?tab=" + encodeURIComponent(tab));
   }
   document.addEventListener("htmx:configRequest", function (event) {
     event.detail.headers["X-Storyteller-Tab"] = tab;
   });
 
+  function byId(id) { return document.getElementById(id); }
+
   function status(text) {
-    var el = document.getElementById("connection");
+    var el = byId("connection");
     if (el) el.textContent = text;
   }
 
-  document.addEventListener("htmx:wsOpen", function () { status(""); });
+  var connected = false;
+  document.addEventListener("htmx:wsOpen", function () { connected = true; status(""); });
   document.addEventListener("htmx:wsClose", function () {
+    connected = false;
     status("Connection to the app lost; reconnecting… Nothing you typed is lost.");
   });
   document.addEventListener("htmx:wsError", function () {
     status("The app is not answering. Is it still running?");
   });
+
+  // Keep the end of the story and the action box in view while the person
+  // is there: #dock-end marks where the box ends in the page (on wide
+  // screens the box itself also stays in view). Whatever grows the story
+  // column (a reply streaming in, the line under the box) scrolls with it,
+  // unless the person has scrolled up to read.
+  function belowTheWindow() {
+    var end = byId("dock-end");
+    return end ? end.getBoundingClientRect().top - window.innerHeight : 0;
+  }
+  var following = true;
+  var scrolling = false;  // the next scroll event is ours: the story may have grown again before it arrives
+  function revealDock() {
+    var below = belowTheWindow();
+    if (below > 0) {
+      scrolling = true;
+      window.scrollBy(0, below);
+    }
+    following = true;
+  }
+  window.addEventListener("scroll", function () {
+    if (scrolling) {
+      scrolling = false;
+      return;
+    }
+    following = belowTheWindow() <= 4;
+  }, { passive: true });
+  var column = play.querySelector(".story-column");
+  if (column && window.ResizeObserver) {
+    new ResizeObserver(function () { if (following) revealDock(); }).observe(column);
+  }
+  revealDock();
+
+  // --- What the person types is theirs -------------------------------------
+  // The box is cleared when an action is sent (it shows in the story) and put
+  // back if the turn does not commit; nothing else ever touches it, so text
+  // typed while a reply streams is kept. Text over a limit is refused, never
+  // cut, and a count shows as it nears the limit.
+
+  var COUNT_FROM = 0.8;  // show the count from 80% of the limit
+  var sent = null;  // {text, direction} of the action in flight
+
+  function length(text) {
+    var count = 0;
+    for (var ignored of text) count++;  // code points, as the server counts
+    return count;
+  }
+
+  function problemWith(field) {
+    var text = field.value.trim();
+    var limit = +field.dataset.limit;
+    if (typeof text.isWellFormed === "function" && !text.isWellFormed()) {
+      return field.dataset.name + " holds a broken character (half of a surrogate pair, often left by copying " +
+        "part of an emoji), so it is not valid Unicode text. Delete or retype it and send again; nothing was sent.";
+    }
+    var count = length(text);
+    if (limit && count > limit) {
+      return field.dataset.name + " is " + count.toLocaleString("en") + " characters long; the limit is " +
+        limit.toLocaleString("en") + ". Shorten it by " + (count - limit).toLocaleString("en") +
+        " and send again; nothing was sent.";
+    }
+    return "";
+  }
+
+  function showCount() {
+    var field = byId("action-text");
+    var out = byId("action-count");
+    if (!field || !out) return;
+    var count = length(field.value.trim());
+    var limit = +field.dataset.limit;
+    out.classList.toggle("over", count > limit);
+    if (count < limit * COUNT_FROM) {
+      out.textContent = "";
+    } else if (count > limit) {
+      out.textContent = count.toLocaleString("en") + " / " + limit.toLocaleString("en") + " characters: " +
+        (count - limit).toLocaleString("en") + " over the limit";
+    } else {
+      out.textContent = count.toLocaleString("en") + " / " + limit.toLocaleString("en") + " characters";
+    }
+  }
+  document.addEventListener("input", function (event) {
+    if (event.target.id === "action-text") showCount();
+  });
+
+  function refuse(message) {
+    var error = byId("turn-error");
+    if (error) error.textContent = message;
+  }
+
+  function busy() {
+    var button = byId("send-button");
+    return !button || button.disabled;
+  }
+
+  document.addEventListener("htmx:wsConfigSend", function (event) {
+    var form = event.target;
+    if (form.id !== "action-form") return;
+    var text = byId("action-text");
+    var direction = byId("action-direction");
+    var problem = busy() ? "A reply is still being written. Wait for it, or press Stop."
+      : !connected ? "Not connected to the app, so nothing was sent; your text is kept. Send again once it reconnects."
+      : problemWith(text) || problemWith(direction);
+    if (problem) {
+      event.preventDefault();
+      refuse(problem);
+      return;
+    }
+    var continuing = form.querySelector("[name=mode]:checked").value === "continue";  // Continue sends no text
+    sent = { text: continuing ? "" : text.value, direction: direction.value };
+    if (!continuing) text.value = "";
+    direction.value = "";
+    showCount();
+    revealDock();
+  });
+
+  function giveBack() {
+    if (!sent) return;
+    var text = byId("action-text");
+    var direction = byId("action-direction");
+    text.value = [sent.text, text.value].filter(function (part) { return part.trim(); }).join("\n");
+    if (!direction.value) direction.value = sent.direction;
+    sent = null;
+    showCount();
+  }
 
   // Ctrl/Cmd+Enter sends the action.
   document.addEventListener("keydown", function (event) {
@@ -36,9 +166,75 @@
     }
   });
 
-  // Keep the newest words in view while a reply streams in.
+  // Every turn ends with its outcome; one that did not commit gives the text back.
   document.addEventListener("htmx:wsAfterMessage", function () {
-    var pending = document.getElementById("pending-reply");
-    if (pending) pending.scrollIntoView({ block: "end" });
+    var outcome = byId("turn-outcome");
+    if (outcome && outcome.dataset.outcome) {
+      if (outcome.dataset.outcome !== "committed") giveBack();
+      sent = null;
+      outcome.dataset.outcome = "";
+    }
+  });
+
+  // --- The side panels -------------------------------------------------------
+  // Open beside the story on wide screens, closed below it on narrow ones;
+  // a panel the person opens or closes stays so on this device.
+  var narrow = window.matchMedia("(max-width: 959px)");
+
+  function panelKey(panel) {
+    return "storyteller.panel." + (narrow.matches ? "narrow." : "wide.") + panel.dataset.panel;
+  }
+
+  function remembered(panel) {
+    try { return window.localStorage.getItem(panelKey(panel)); } catch (error) { return null; }
+  }
+
+  function arrangePanels() {
+    document.querySelectorAll("details.side-panel").forEach(function (panel) {
+      var saved = remembered(panel);
+      panel.open = saved ? saved === "open" : !narrow.matches;
+    });
+  }
+  arrangePanels();
+  narrow.addEventListener("change", arrangePanels);
+
+  // A panel reads itself again whenever the story moves (a turn, undo, the
+  // worker finishing) and while its recording is pending. That must not take
+  // what the person is writing in it: while a field in the panel holds typed
+  // text, only the panel's own forms may redraw it. Disclosures left open
+  // stay open.
+  function beingWritten(panel) {
+    return Array.prototype.some.call(panel.querySelectorAll("textarea, input[type=text]"), function (field) {
+      return field.value !== field.defaultValue;
+    });
+  }
+  var reopen = {};  // ids of the disclosures open in a panel being redrawn
+  document.addEventListener("htmx:beforeSwap", function (event) {
+    var panel = event.detail.target;
+    if (!panel || !panel.closest || !panel.closest("#side-panels") || !panel.id.endsWith("-panel")) return;
+    var source = event.detail.requestConfig && event.detail.requestConfig.elt;
+    var ownForm = source && source.closest && source.closest("form") && panel.contains(source);
+    if (!ownForm && beingWritten(panel)) {
+      event.detail.shouldSwap = false;
+      return;
+    }
+    panel.querySelectorAll("details[open][id]").forEach(function (disclosure) { reopen[disclosure.id] = true; });
+  });
+  document.addEventListener("htmx:load", function (event) {
+    var loaded = event.detail.elt;
+    if (!loaded.querySelectorAll) return;
+    loaded.querySelectorAll("details[id]").forEach(function (disclosure) {
+      if (reopen[disclosure.id]) {
+        disclosure.open = true;
+        delete reopen[disclosure.id];
+      }
+    });
+  });
+
+  document.addEventListener("click", function (event) {
+    var summary = event.target.closest("details.side-panel > summary");
+    if (!summary) return;
+    var panel = summary.parentElement;
+    try { window.localStorage.setItem(panelKey(panel), panel.open ? "closed" : "open"); } catch (error) { /* private mode */ }
   });
 })();

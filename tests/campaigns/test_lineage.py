@@ -159,3 +159,58 @@ def test_every_node_carries_the_running_token_total_of_its_own_line(played):
     for node in Node.objects.all():
         line = lineage.path_at(played.pk, node.branch_id, node.depth).nodes()
         assert node.tokens_through == sum(n.tokens for n in line), node
+
+
+def shown_versions(campaign):
+    """Return {reply text: "position/count"} for the replies on the line that have versions."""
+    nodes = list(lineage.path_of(campaign).nodes())
+    found = lineage.versions(campaign.pk, nodes)
+    return {node.text: f"{found[node.pk].position}/{found[node.pk].count}" for node in nodes if node.pk in found}
+
+
+def test_retries_are_versions_of_one_reply_in_the_order_written(played):
+    assert shown_versions(played) == {}
+    retry(played, "Candles gutter, second telling.")
+    retry(played, "Candles gutter, third telling.")
+    assert shown_versions(played) == {"Candles gutter, third telling.": "3/3"}
+    first, second, third = Node.objects.filter(depth=4).order_by("pk")
+    found = lineage.versions(played.pk, [first, second, third])
+    assert (found[second.pk].previous, found[second.pk].next) == (first.pk, third.pk)
+    assert found[first.pk].previous is None and found[third.pk].next is None
+
+
+def test_a_new_action_after_undo_is_not_a_version_of_the_old_reply(played):
+    story.undo(played)
+    act(played, "climb the bell tower", "The bells hang silent.")
+    assert shown_versions(played) == {}, "a different action's reply at the same depth is another line, not a version"
+
+
+def test_versions_group_by_the_action_they_answer_on_any_branch_of_the_tree():
+    # Branch 1 (root) holds the opening, action 1 and reply A; branch 2 retried it (fork 1) with reply B; branch 3
+    # retried B (its parent is 2, fork 1) with reply C. Branch 4 forked at depth 0 with its own action: reply D.
+    branches = {1: (None, -1), 2: (1, 1), 3: (2, 1), 4: (1, 0)}
+    replies = [(10, 1, 2), (20, 2, 2), (30, 3, 2), (40, 4, 2)]
+    found = lineage.group_versions(branches, replies, {10, 20, 30, 40})
+    assert {pk: (v.position, v.count) for pk, v in found.items()} == {10: (1, 3), 20: (2, 3), 30: (3, 3)}
+
+
+def test_showing_another_version_at_the_head_moves_the_head_to_it(played):
+    first = Node.objects.get(depth=4)
+    retry(played, "Candles gutter, second telling.")
+    assert story.show_version(played, first)
+    assert texts(played)[-1] == "Candles gutter in the chapel." and played.head_depth == 4
+    assert not story.show_version(played, first), "it is already shown"
+    second = Node.objects.get(text="Candles gutter, second telling.")
+    assert story.show_version(played, second) and texts(played)[-1] == "Candles gutter, second telling."
+
+
+def test_showing_an_earlier_version_keeps_what_was_played_after_each(played):
+    first = Node.objects.get(depth=2)
+    story.undo(played)
+    retry(played, "The gate stays shut.")
+    act(played, "knock", "Nobody answers.")
+    assert story.show_version(played, first)
+    assert texts(played)[-3:] == ["The gate creaks open.", "enter the chapel", "Candles gutter in the chapel."], \
+        "the first version's line, to where it ends"
+    assert story.show_version(played, Node.objects.get(text="The gate stays shut."))
+    assert texts(played)[-2:] == ["knock", "Nobody answers."]

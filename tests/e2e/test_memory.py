@@ -2,7 +2,7 @@
 
 import pytest
 
-from tests.e2e.test_play import app, fake, page, send, sign_in  # noqa: F401 — the shared browser fixtures
+from tests.e2e.test_play import app, fake, page, send, settled, sign_in  # noqa: F401 — the shared browser fixtures
 
 pytestmark = pytest.mark.e2e
 
@@ -15,9 +15,11 @@ def test_a_memory_added_and_pinned_in_the_panel_reaches_the_narrator_and_follows
     fake.script("The ferryman nods at you.", "Rain on the river.")
     sign_in(app, page)
     send(page, "hail the ferryman")
-    page.wait_for_selector("#memory-panel form.memory-form")
+    settled(page)  # the worker's reload of the panels is done before we write in one
+    page.wait_for_selector("#memory-panel #memory-lines")
     assert "No memories on this line yet" in panel_text(page)
 
+    page.click("#memory-write > summary")  # the form that writes is behind a disclosure
     page.fill("#memory-new", "The ferryman owes Edrin <b>a favour</b>.")
     page.click("#memory-panel form.memory-form button")
     page.wait_for_selector("#memory-message")
@@ -34,12 +36,12 @@ def test_a_memory_added_and_pinned_in_the_panel_reaches_the_narrator_and_follows
     assert "The ferryman owes Edrin" in page.inner_text("[data-section=memories]")
     page.click("text=Back to the story")
 
-    page.wait_for_selector("#memory-panel form.memory-form")
+    page.wait_for_selector("#memory-panel #memory-lines")
     page.click("[data-action=undo]")
     page.wait_for_function("() => document.querySelectorAll('#story [data-role=narrator][data-node-id]').length === 1")
     page.click("[data-action=undo]")  # back before the turn the memory was typed at
     page.wait_for_function("() => document.querySelectorAll('#story [data-role=narrator][data-node-id]').length === 0")
     page.reload()  # the panel as the page now loads it, whichever of the two refreshes after undo landed last
-    page.wait_for_selector("#memory-panel form.memory-form")
+    page.wait_for_selector("#memory-panel #memory-lines")
     assert "1 more on other lines" in panel_text(page)
     assert "ferryman owes" not in panel_text(page)

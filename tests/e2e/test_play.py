@@ -111,6 +111,11 @@ def send(page, text):
     )
 
 
+def settled(page):
+    """Wait until the post-turn worker is not running: nothing reloads the panels or takes a scripted reply then."""
+    page.wait_for_selector("#worker-status[data-worker]:not([data-worker=running])", state="attached", timeout=30_000)
+
+
 def test_play_two_turns_undo_retry_and_inspect(app, fake, page, tmp_path):
     fake.script(
         'The door opens onto a hall. <img src=x onerror="window.__pwned=1"><script>window.__pwned=2</script>',

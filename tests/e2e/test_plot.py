@@ -2,7 +2,7 @@
 
 import pytest
 
-from tests.e2e.test_play import app, fake, page, send, sign_in  # noqa: F401 — the shared browser fixtures
+from tests.e2e.test_play import app, fake, page, send, settled, sign_in  # noqa: F401 — the shared browser fixtures
 
 pytestmark = pytest.mark.e2e
 
@@ -12,8 +12,10 @@ def test_a_summary_typed_in_the_plot_panel_is_shown_escaped_and_reaches_the_narr
     sign_in(app, page)
     send(page, "open the gate")
     send(page, "enter the hall")
-    page.wait_for_selector("#plot-panel form.plot-form")
+    settled(page)  # the worker's reload of the panels is done before we write in one
+    page.wait_for_selector("#plot-panel #plot-write")
     assert "No summary on this line yet" in page.inner_text("#plot-panel")
+    page.click("#plot-write > summary")  # the form that writes is behind a disclosure
 
     page.fill("#plot-text", "Edrin opened the gate <b>and entered</b>.")
     page.click("#plot-panel form.plot-form button")

@@ -14,6 +14,9 @@ def test_a_failed_recording_shows_under_the_story_and_a_retry_brings_it_up_to_da
     send(page, "wait by the lantern")
     page.wait_for_selector("#worker-status[data-worker=failed]", timeout=20_000)
     page.wait_for_selector("#state-panel[data-recording=failed]")
+    # The buttons sit inside the lines they belong to (a <form> inside a <p> closed it and landed outside).
+    page.wait_for_selector("#state-recording [data-action=retry-recording]")
+    assert page.locator("#worker-status [data-action=retry-worker]").count() == 1
     status = page.inner_text("#worker-status")
     assert "Recording failed:" in status and "not JSON" in status and "Up to date" not in status
     assert "The lantern gutters" in page.inner_text("#story"), "the accepted reply stands"

@@ -53,7 +53,8 @@ def test_a_malformed_memory_summary_shows_failed_never_up_to_date_and_a_retry_ru
     narrator_server.script_json({"memory": "Aldric reached the gate."}, {"memory": "Aldric waited in the rain."})
     page = client_of.post(reverse("retry_worker", args=[campaign.pk]), **HTMX).content.decode()
     assert 'data-worker="done"' in page and "Up to date." in page and "failed" not in page
-    assert page.count('hx-swap-oob="true"') == 3, "the state, memory and plot panels load again"
+    for key in ("state", "memory", "plot"):
+        assert f'id="reload-{key}"' in page, "the state, memory and plot panels load again"
     run = MemoryRun.objects.get(node=node)
     assert (run.status, run.written, run.attempts) == ("written", 2, 2)
     assert Memory.objects.filter(campaign=campaign).count() == 2
@@ -142,10 +143,10 @@ async def test_the_status_says_running_while_a_step_waits_for_the_model_and_no_w
 def test_a_poll_that_finds_the_worker_finished_loads_the_panels_again_and_a_plain_read_does_not(client_of, campaign):
     act(campaign, "look around")
     url = reverse("worker_status", args=[campaign.pk])
-    assert 'id="memory-panel"' not in client_of.get(url, **HTMX).content.decode()
+    assert 'id="reload-memory"' not in client_of.get(url, **HTMX).content.decode()
     page = client_of.get(url + "?was=running", **HTMX).content.decode()
-    assert all(f'id="{panel}"' in page for panel in ("state-panel", "memory-panel", "plot-panel"))
-    assert page.count('hx-swap-oob="true"') == 3
+    for key in ("state", "memory", "plot"):
+        assert f'id="reload-{key}"' in page and f'hx-target="#{key}-panel"' in page
 
 
 def test_the_play_page_loads_the_worker_status(client_of, campaign):

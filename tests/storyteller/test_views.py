@@ -6,7 +6,8 @@ from django.urls import reverse
 from campaigns import lineage, story
 from campaigns.models import Campaign, CanonRule, Node
 from storyteller import signin
-from tests.campaigns.test_lineage import act
+from tests.campaigns.test_lineage import act, retry
+from tests.conftest import make_campaign
 
 HTMX = {"HTTP_HX_REQUEST": "true"}
 
@@ -46,10 +47,82 @@ def test_the_play_page_shows_the_lineage_with_stable_hooks(client_of, played):
     assert 'id="turn-error"' in page and "data-inspect" in page
 
 
-def test_the_play_page_as_htmx_returns_only_the_play_body(client_of, played):
+def test_the_play_page_as_htmx_returns_the_story_with_its_controls_and_panels_out_of_band(client_of, played):
     fragment = client_of.get(reverse("play", args=[played.pk]), **HTMX).content.decode()
     assert fragment.lstrip().startswith('<div id="play-body"')
     assert "<html" not in fragment
+    assert '<div id="controls" class="controls" hx-swap-oob="true">' in fragment
+    for key in ["state", "memory", "plot", "knowledge"]:
+        assert f'id="reload-{key}"' in fragment and f'hx-target="#{key}-panel"' in fragment
+    assert 'id="turn-error"' not in fragment, "re-reading the story keeps the message on the page"
+
+
+def test_the_play_page_puts_the_action_box_under_the_story_and_the_panels_beside_it(client_of, played):
+    page = client_of.get(reverse("play", args=[played.pk])).content.decode()
+    story, dock, panels = page.index('id="story"'), page.index('id="action-dock"'), page.index('id="side-panels"')
+    assert story < dock < panels
+    assert page.index('id="action-form"') < page.index('id="controls"') < panels
+    for key in ["state", "memory", "plot", "knowledge"]:
+        assert f'<details id="side-{key}" class="side-panel" data-panel="{key}" open>' in page
+    assert 'maxlength="4000"' not in page, "a long paste is refused in words, never cut by the browser"
+    assert 'data-limit="4000"' in page and 'data-limit="1000"' in page
+
+
+def test_a_reply_with_retries_shows_which_version_it_is(client_of, played):
+    first = Node.objects.get(depth=4)
+    retry(played, "Candles gutter, second telling.")
+    page = client_of.get(reverse("play", args=[played.pk])).content.decode()
+    assert 'data-versions="2/2"' in page
+    assert reverse("show_version", args=[played.pk, first.pk]) in page
+
+
+def test_showing_another_version_swaps_the_story_in_place_with_the_panels_following(client_of, played):
+    first = Node.objects.get(depth=4)
+    retry(played, "Candles gutter, second telling.")
+    response = client_of.post(reverse("show_version", args=[played.pk, first.pk]), **HTMX)
+    fragment = response.content.decode()
+    assert response.status_code == 200 and fragment.lstrip().startswith('<div id="play-body"')
+    assert "Candles gutter." in fragment and "second telling" not in fragment and 'data-versions="1/2"' in fragment
+    assert 'id="reload-state"' in fragment and 'id="worker-status"' in fragment
+    assert lineage.path_of(Campaign.objects.get(pk=played.pk)).contains(first.branch_id, 4)
+    assert client_of.post(reverse("show_version", args=[played.pk, first.pk])).status_code == 302
+    assert client_of.get(reverse("show_version", args=[played.pk, first.pk])).status_code == 405
+
+
+def test_another_users_reply_versions_are_404(client, played, outsider, owner):
+    node = Node.objects.get(depth=4)
+    client.force_login(outsider)
+    assert client.post(reverse("show_version", args=[played.pk, node.pk])).status_code == 404
+    mine = make_campaign(outsider)
+    assert client.post(reverse("show_version", args=[mine.pk, node.pk])).status_code == 404
+    assert Campaign.objects.get(pk=played.pk).head_depth == 4
+
+
+def test_a_never_played_campaign_does_not_claim_to_have_been_played(client_of, campaign):
+    page = client_of.get(reverse("campaign_list")).content.decode()
+    assert "not played yet" in page and "last played" not in page
+    act(campaign, "open the gate", "The gate creaks open.")
+    page = client_of.get(reverse("campaign_list")).content.decode()
+    assert "last played 0" in page and "not played yet" not in page
+
+
+def test_the_favicon_is_served_from_the_apps_own_files(client, campaign):
+    response = client.get("/favicon.ico")
+    assert response.status_code == 301 and response.url.endswith("favicon.svg")
+    page = client.get(reverse("login")).content.decode()
+    assert 'rel="icon"' in page and "favicon.svg" in page
+
+
+def test_the_knowledge_panel_lists_the_files_and_links_to_the_knowledge_page(client_of, campaign, client, outsider):
+    from knowledge import importer
+
+    importer.import_source(campaign, "notes.md", b"# Traveller's Notes\n\nThe <b>ferry</b> runs at dawn.", "reference")
+    fragment = client_of.get(reverse("knowledge_panel", args=[campaign.pk]), **HTMX).content.decode()
+    assert 'id="knowledge-panel"' in fragment and "Traveller&#x27;s Notes" in fragment and "Reference" in fragment
+    assert reverse("knowledge", args=[campaign.pk]) in fragment
+    assert client_of.get(reverse("knowledge_panel", args=[campaign.pk])).status_code == 302
+    client.force_login(outsider)
+    assert client.get(reverse("knowledge_panel", args=[campaign.pk]), **HTMX).status_code == 404
 
 
 def test_model_output_and_player_text_are_escaped_on_the_page(client_of, campaign):
