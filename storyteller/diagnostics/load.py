@@ -205,10 +205,10 @@ class Socket:
 
 
 def play_turn(sock, text):
-    """Send an action and return the seconds until the page update that follows its commit."""
+    """Send an action and return the seconds until the frame that ends the turn (it carries the outcome)."""
     started = time.perf_counter()
     sock.send(json.dumps({"mode": "do", "text": text}))
-    while 'id="play-body"' not in sock.receive():
+    while 'id="turn-outcome"' not in sock.receive():
         pass
     return time.perf_counter() - started
 

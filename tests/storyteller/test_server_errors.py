@@ -10,7 +10,7 @@ from campaigns.models import Node
 from storyteller import postturn
 from storyteller.llm.fake_server import REFUSED_JSON_SCHEMA
 from tests.campaigns.test_lineage import act
-from tests.storyteller.test_consumers import connect, frames_until_body
+from tests.storyteller.test_consumers import connect, frames_until_end
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -78,7 +78,7 @@ async def test_a_turn_the_server_fails_shows_its_words_without_its_internals(cam
     communicator, _ = await connect(campaign, owner)
     await communicator.send_json_to({"mode": "do", "text": "open the gate"})
 
-    frames = await frames_until_body(communicator)
+    frames = await frames_until_end(communicator)
 
     assert "Nothing was saved." in frames[-1] and IN_WORDS in frames[-1]
     for frame in frames:
