@@ -232,10 +232,12 @@ async def test_a_turn_sent_while_the_recorder_thinks_starts_at_once_and_the_reco
     await communicator.send_json_to({"mode": "do", "text": "listen to the bell"})
     frames = await frames_until_body(communicator)
 
-    narration = [r for r in server.requests if r.path == "/api/chat" and r.body.get("stream") and r.at > sent]
-    assert narration and narration[0].at - sent < 0.1, "the narrator's request left at once"
+    [narration] = [r for r in server.requests if r.path == "/api/chat" and r.body.get("stream") and r.at > sent]
+    # Send to request is the turn's own preparation (20-40 ms on an idle machine; `manage.py bench --only
+    # turn_first` measures it against its 100 ms target): here it only must not wait for the recording.
+    assert narration.at - sent < 1.0, "the narrator's request left without waiting for the recording"
     words = [chunk for chunk in server.chunks if chunk.at > sent and chunk.text.strip() == "The"]
-    assert words and words[0].at - sent < 0.1, "and the server answered it at once: the recorder gave way"
+    assert words and words[0].at - narration.at < 0.1, "and the server answered it at once: the recorder gave way"
     assert "The bell rings twice" in frames[-1]
     assert server.cancelled >= 1, "the recorder's call was cancelled, freeing the slot"
 
