@@ -29,6 +29,7 @@ from memory import blocks, checkpoints
 from memory.models import Checkpoint, CheckpointRun
 
 from . import context, llm, tokens
+from .llm import failures, priority
 from .context import budget, layers
 
 logger = logging.getLogger(__name__)
@@ -81,11 +82,12 @@ async def compact(plan):
             {"role": "user", "content": _request(summary, start, end, text)},
         ]
         try:
-            reply = await asyncio.wait_for(job.narrator.complete_json(messages, SCHEMA, job.options), _timeout())
+            reply = await priority.call(
+                lambda: asyncio.wait_for(job.narrator.complete_json(messages, SCHEMA, job.options), _timeout()))
         except TimeoutError as error:
             raise CompactionFailed(f"The model {model} did not write the summary within {_timeout():g} s.") from error
         except llm.NarratorError as error:
-            raise CompactionFailed(f"The summariser failed: {error}") from error
+            raise CompactionFailed(f"The summariser failed: {failures.in_words(error, model)}") from error
         summary = _summary_of(reply, model)
     try:
         return await database_sync_to_async(checkpoints.write)(

@@ -25,6 +25,7 @@ from memory import bank, blocks
 from memory.models import MemoryRun
 
 from . import llm
+from .llm import failures, priority
 from .context import layers
 
 logger = logging.getLogger(__name__)
@@ -75,8 +76,8 @@ async def remember(node_id):
     written, error = [], None
     for block in job.blocks:
         try:
-            reply = await asyncio.wait_for(job.narrator.complete_json(block.messages, SCHEMA, job.options),
-                                           _timeout())
+            reply = await priority.call(lambda: asyncio.wait_for(
+                job.narrator.complete_json(block.messages, SCHEMA, job.options), _timeout()))
             written.append(bank.Written(block.start, block.end, block.branch_id, _memory_of(reply, job.narrator.model),
                                         job.narrator.model))
         except Exception as failure:  # noqa: BLE001 — whatever failed, the turn stands and the failure is recorded
@@ -200,7 +201,7 @@ def _describe(error, model, block):
         return (f"The model {model} did not write the memory of {where} within {_timeout():g} s; "
                 "it is retried after the next reply.")
     if isinstance(error, llm.NarratorError):
-        return f"No memory of {where}: {error}"
+        return f"No memory of {where}: {failures.in_words(error, model)}"
     return f"Writing the memory of {where} failed ({type(error).__name__}: {error}); nothing was kept."
 
 

@@ -7,6 +7,10 @@ accepted turn, and the next step and the next reply still run. Add a step by
 appending a ``Step`` to ``STEPS``: an async function of the reply node's id,
 and the model of the run row it writes on the reply.
 
+A player's turn comes first: every step runs as background work
+(``llm.priority``), so its model calls stop when a turn starts and are made
+again once the reply is written; the step itself never sees the pause.
+
 ``status(campaign)`` says what the worker has done for the reply at the head,
 for the play page: running is read from the worker itself (a restart ends it),
 everything else from the run rows, which a step writes after its failed work
@@ -14,6 +18,7 @@ has rolled back, so the page never reads "up to date" over a failure.
 """
 
 import asyncio
+import contextvars
 import logging
 from collections import deque
 from dataclasses import dataclass
@@ -22,7 +27,8 @@ from campaigns import lineage
 from campaigns.models import Node, RecorderRun
 from memory.models import CheckpointRun, MemoryRun
 
-from . import compaction, memories, recorder
+from . import compaction, llm, memories, recorder
+from .llm import priority
 
 logger = logging.getLogger(__name__)
 
@@ -45,6 +51,11 @@ STEPS = [
     Step(compaction.checkpoint, "Writing the summary…", "Summary step", CheckpointRun),
 ]
 
+# Measured (`manage.py bench --only recording`): over twenty demo turns the
+# built-in 135M model's recordings closed, but proposed no change that held.
+SMALL_RECORDER = ("The built-in narrator is too small to notice much of what changes, so the story state stays "
+                  "mostly as you set it; start Ollama (`ollama serve`) for a recorder that keeps it.")
+
 _queues: dict[int, deque] = {}
 _workers: dict[int, asyncio.Task] = {}
 _running: dict[int, Step] = {}  # the step each campaign's worker is in
@@ -66,7 +77,8 @@ def schedule(campaign_id, node_id):
     if node_id not in queue:
         queue.append(node_id)
     if worker is None or worker.done():
-        worker = loop.create_task(_work(campaign_id), name=f"post-turn-{campaign_id}")
+        # A context of its own: the worker outlives the turn that scheduled it and must not carry its notices.
+        worker = loop.create_task(_work(campaign_id), name=f"post-turn-{campaign_id}", context=contextvars.Context())
         _workers[campaign_id] = worker
     return worker
 
@@ -77,7 +89,8 @@ async def run(node_id, *, campaign_id=None):
         if campaign_id is not None:
             _running[campaign_id] = step
         try:
-            await step.run(node_id)
+            with priority.background(f"the {step.name.lower()}"):
+                await step.run(node_id)
         except Exception:  # noqa: BLE001 — a step records its own failure; this only keeps the next step alive
             logger.exception("post-turn step %s failed for node %s", step.run.__qualname__, node_id)
 
@@ -102,7 +115,10 @@ async def _work(campaign_id):
 
 @dataclass(frozen=True)
 class Failure:
+    """One step that failed for one reply: shown once, naming its turn, in the words the step stored."""
+
     step: str
+    turn: int
     error: str
 
 
@@ -128,7 +144,10 @@ def status(campaign):
     """
     step = _current_step(campaign.pk)
     if step is not None:
-        return WorkerStatus("running", step.doing if step else "Getting to the last reply…")
+        text = step.doing if step else "Getting to the last reply…"
+        if _paused(campaign.pk):
+            text = f"{text} (paused while a reply is written)"
+        return WorkerStatus("running", text)
     path = lineage.path_of(campaign)
     head = path.nodes().filter(depth=campaign.head_depth, role=Node.Role.NARRATOR).first()
     if head is None or head.depth == 0:  # the opening is not a reply: no post-turn work follows it
@@ -136,7 +155,7 @@ def status(campaign):
     earlier = list(RecorderRun.objects.filter(path.clause("node__"), node__campaign_id=campaign.pk,
                                               node__depth__lt=head.depth, status=RecorderRun.Status.FAILED)
                    .order_by("node__depth").values_list("node_id", "node__depth", "error"))
-    failures = [Failure(f"Recording of turn {depth // 2}", error) for _, depth, error in earlier]
+    failures = [Failure("Recording", depth // 2, error) for _, depth, error in earlier]
     retry = (*(node_id for node_id, _, _ in earlier), head.pk)
     missing = []
     for each in STEPS:
@@ -144,13 +163,21 @@ def status(campaign):
         if row is None:
             missing.append(each.name)
         elif row[0] == "failed":
-            failures.append(Failure(each.name, row[1]))
+            failures.append(Failure(each.name, head.depth // 2, row[1]))
     if failures:
         return WorkerStatus("failed", failures=tuple(failures), node_id=head.pk, retry=retry)
     if missing:
         return WorkerStatus("unfinished", f"Not done for the last reply yet: {', '.join(missing).lower()}.",
                             node_id=head.pk, retry=retry)
+    if RecorderRun.objects.filter(node=head, model=llm.BUILTIN_MODEL).exists():
+        return WorkerStatus("done", f"Up to date. {SMALL_RECORDER}", node_id=head.pk)
     return WorkerStatus("done", "Up to date.", node_id=head.pk)
+
+
+def _paused(campaign_id):
+    """Return whether the campaign's worker is giving way to a turn playing in its event loop."""
+    worker = _workers.get(campaign_id)
+    return worker is not None and priority.playing(worker.get_loop()) > 0
 
 
 def _current_step(campaign_id):

@@ -25,12 +25,17 @@ from campaigns.models import Campaign, Node, RecorderRun
 from campaigns.state import selection
 
 from . import llm
+from .llm import bounds, failures, priority
 
 logger = logging.getLogger(__name__)
 
-# A batch of twenty events is about 600 tokens of JSON; a reply that needs
-# more than that is describing, not recording.
-MAX_TOKENS = 800
+# A turn that changes more than this many things is being described, not
+# recorded. Names and the one-sentence values are bounded too: a grammar built
+# from a schema with a free string lets a small model write that string until
+# the token limit cuts it off unclosed (see llm.bounds).
+MAX_EVENTS = 10
+NAME_LENGTH = 60
+VALUE_LENGTH = 160
 
 # Past this many entities the recorder is shown only those in the scene or
 # named in the turn: the full list would cost more tokens than the turn itself.
@@ -41,13 +46,14 @@ SCHEMA = {
     "properties": {
         "events": {
             "type": "array",
+            "maxItems": MAX_EVENTS,
             "items": {
                 "type": "object",
                 "properties": {
                     "type": {"enum": list(story_state.RECORDER_TYPES)},
-                    "subject": {"type": "string"},
-                    "object": {"type": "string"},
-                    "value": {"type": "string"},
+                    "subject": {"type": "string", "maxLength": NAME_LENGTH},
+                    "object": {"type": "string", "maxLength": NAME_LENGTH},
+                    "value": {"type": "string", "maxLength": VALUE_LENGTH},
                     "narrator_only": {"type": "boolean"},
                 },
                 "required": ["type", "subject", "object", "value", "narrator_only"],
@@ -56,6 +62,10 @@ SCHEMA = {
     },
     "required": ["events"],
 }
+
+# Room for the longest answer SCHEMA allows, at three characters a token (JSON
+# of English prose: 3.1-3.2 with SmolLM2's tokenizer), so every answer closes.
+MAX_TOKENS = bounds.longest(SCHEMA) // 3 + 1
 
 RULES = """You keep the record of an interactive story. Read the latest turn and list, as JSON events, only the changes to the story state that the turn clearly establishes. Record nothing that is merely said, feared, planned or guessed, and nothing already in the state. Use the exact names from the state; introduce any new person, place, item or faction before other events name it.
 
@@ -91,7 +101,8 @@ async def record(node_id):
         return None
     model = job.narrator.model
     try:
-        reply = await asyncio.wait_for(job.narrator.complete_json(job.messages, SCHEMA, job.options), _timeout())
+        reply = await priority.call(
+            lambda: asyncio.wait_for(job.narrator.complete_json(job.messages, SCHEMA, job.options), _timeout()))
         events = _events_of(reply, model)
         await database_sync_to_async(story_state.apply_events)(
             job.node, events, source="recorder", attempt=job.attempt, model=model
@@ -172,7 +183,7 @@ def _describe(error, model):
         return (f"The model {model} did not finish recording within {_timeout():g} s. "
                 "Retry when the server is less busy, or raise STORYTELLER_RECORDER_TIMEOUT.")
     if isinstance(error, llm.NarratorError):
-        return str(error)
+        return failures.in_words(error, model)
     return f"Recording failed ({type(error).__name__}: {error}); nothing was written. Retry."
 
 

@@ -20,6 +20,7 @@ from knowledge import retrieval
 from memory import bank
 
 from . import compaction, context, llm, postturn
+from .llm import priority
 from .context import Action
 from .context import memories as story_memories
 
@@ -55,8 +56,15 @@ async def play_turn(campaign_id, action, relay, *, retry=False, notify=None):
 
     ``relay(text)`` is awaited for every chunk as it arrives; ``notify(message)``,
     if given, is awaited when the turn must wait for something first (a
-    summary). Cancelling the task that runs this stops the model and saves nothing.
+    summary, background work letting go of the model). Post-turn work gives
+    way while the turn plays (``llm.priority``). Cancelling the task that runs
+    this stops the model and saves nothing.
     """
+    async with priority.turn(notify):
+        return await _play(campaign_id, action, relay, retry, notify)
+
+
+async def _play(campaign_id, action, relay, retry, notify):
     prepared = await _prepare_compacting(campaign_id, action, retry, notify)
     campaign = prepared.campaign
     options = llm.ChatOptions(

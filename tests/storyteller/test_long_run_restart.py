@@ -12,6 +12,13 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
 
+# Start a command as a terminal starts it, with Ctrl-C's default action, however this suite was started: a suite
+# run in the background (`nohup scripts/test &`) ignores SIGINT, and an ignored signal stays ignored in every
+# child, across exec, so Python would never turn the Ctrl-C into KeyboardInterrupt. Setting the default before
+# exec is the one way back (a handler set in the child after it starts is too late for the interpreter's own).
+AS_FROM_A_TERMINAL = ("import os, signal, sys; signal.signal(signal.SIGINT, signal.SIG_DFL); "
+                      "os.execv(sys.executable, [sys.executable, *sys.argv[1:]])")
+
 
 def _manage(env, *args):
     return subprocess.run([sys.executable, "manage.py", *args], cwd=ROOT, env=env, capture_output=True, text=True,
@@ -27,8 +34,8 @@ def _run_of(path):
 
 def _stopped_after(env, report, turns, how, *args):
     """Start ``manage.py long_run *args``, and once ``turns`` turns are written stop it with signal ``how``."""
-    process = subprocess.Popen([sys.executable, "manage.py", "long_run", *args], cwd=ROOT, env=env,
-                               stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    process = subprocess.Popen([sys.executable, "-c", AS_FROM_A_TERMINAL, "manage.py", "long_run", *args], cwd=ROOT,
+                               env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     try:
         deadline = time.monotonic() + 120
         while len(_run_of(report)["timeline"]) < turns and process.poll() is None and time.monotonic() < deadline:

@@ -6,6 +6,7 @@ a step in progress shows as running.
 """
 
 import asyncio
+import time
 
 import pytest
 from asgiref.sync import async_to_sync, sync_to_async
@@ -16,8 +17,10 @@ from campaigns import lineage
 from campaigns.models import Node, RecorderRun
 from memory.models import Memory, MemoryRun
 from storyteller import postturn
+from storyteller.llm.fake_server import FakeModelServer
 from tests.campaigns.test_lineage import act, texts
 from tests.memory.conftest import play_to
+from tests.storyteller.test_consumers import connect, frames_until_body
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -44,7 +47,7 @@ def test_a_malformed_memory_summary_shows_failed_never_up_to_date_and_a_retry_ru
 
     page = status_of(client_of, campaign)
     assert 'data-worker="failed"' in page and "Up to date" not in page
-    assert "Memory step failed: No memory of depths 0–5" in page and "not JSON" in page
+    assert "Memory step for turn 6 failed: No memory of depths 0–5" in page and "not JSON" in page
     assert 'data-action="retry-worker"' in page and "every 1s" not in page
     assert RecorderRun.objects.get(node=node).status == "applied", "the other steps still ran"
     assert texts(campaign) == story and head(campaign) == node, "the accepted turn is untouched"
@@ -70,7 +73,7 @@ def test_a_model_server_error_shows_every_failed_step_and_the_turn_stands(client
 
     page = status_of(client_of, campaign)
     assert 'data-worker="failed"' in page
-    assert "Recording failed:" in page and "Memory step failed:" in page and "not found" in page
+    assert "Recording for turn 6 failed:" in page and "Memory step for turn 6 failed:" in page and "not found" in page
     assert Node.objects.count() == nodes and head(campaign) == node
 
     narrator_server.clear_failures()
@@ -92,7 +95,7 @@ def test_an_earlier_reply_whose_recording_failed_stays_a_failure_until_a_retry_r
 
     page = status_of(client_of, campaign)
     assert 'data-worker="failed"' in page and "Up to date" not in page
-    assert "Recording of turn 1 failed: The model server is not running." in page
+    assert "Recording for turn 1 failed: The model server is not running." in page
 
     narrator_server.script_json({"events": [
         {"type": "introduce", "subject": "Mara", "object": "character", "value": "", "narrator_only": False}]})
@@ -101,6 +104,40 @@ def test_an_earlier_reply_whose_recording_failed_stays_a_failure_until_a_retry_r
     run = RecorderRun.objects.get(node=earlier)
     assert (run.status, run.attempts) == ("applied", 2)
     assert "Mara" in client_of.get(reverse("state_panel", args=[campaign.pk]), **HTMX).content.decode()
+
+
+def test_each_failed_recording_is_said_once_naming_its_turn_and_never_in_the_decoders_words(
+        client_of, campaign, narrator_server):
+    narrator_server.script_json('{"events": [{"type": "scene", "subject": "The turn', '{"events": [{"type"')
+    act(campaign, "knock at the gate", "Mara opens it.")
+    async_to_sync(postturn.run)(head(campaign).pk)
+    act(campaign, "wait", "Rain falls.")
+    async_to_sync(postturn.run)(head(campaign).pk)
+
+    # Everything the play page shows: the page, the worker's status line and the panels it loads.
+    page = "".join([
+        client_of.get(reverse("play", args=[campaign.pk])).content.decode(),
+        status_of(client_of, campaign),
+        client_of.get(reverse("state_panel", args=[campaign.pk]), **HTMX).content.decode(),
+    ])
+    assert page.count("Recording for turn 1 failed:") == 1 and page.count("Recording for turn 2 failed:") == 1
+    assert page.count("answered with text that is not JSON") == 2, "each failure once, the state panel points to it"
+    for raw in ("Unterminated", "Expecting", "at character", "column", "{&quot;events"):
+        assert raw not in page
+
+
+def test_a_recording_by_the_built_in_narrator_says_plainly_how_little_it_records(client_of, campaign):
+    from campaigns.state import apply_events
+    from memory import bank, checkpoints
+    from storyteller.llm import BUILTIN_MODEL
+
+    node = head(act(campaign, "look around"))
+    apply_events(node, [], source="recorder", attempt=1, model=BUILTIN_MODEL)  # it proposed nothing, as it does
+    bank.record_run(node, status="nothing_due")
+    checkpoints.record_run(node, status="not_needed")
+    page = status_of(client_of, campaign)
+    assert 'data-worker="done"' in page and "too small to notice much of what changes" in page
+    assert "ollama serve" in page
 
 
 def test_a_reply_the_worker_has_not_finished_offers_to_run_it_rather_than_saying_up_to_date(client_of, campaign):
@@ -172,3 +209,73 @@ def test_worker_views_are_404_for_another_user_and_need_a_sign_in(client, campai
     for method, url in urls:
         assert getattr(client, method)(url, **HTMX).status_code == 404
     assert not RecorderRun.objects.exists(), "nothing was run for the outsider"
+
+
+@pytest.fixture
+async def one_slot_server(settings):
+    """A model server that answers one chat request at a time (Ollama's OLLAMA_NUM_PARALLEL=1, llama.cpp -np 1)."""
+    with FakeModelServer(slots=1) as server:
+        settings.STORYTELLER_LLM_URL = server.url
+        settings.STORYTELLER_LLM_URL_CONFIGURED = True
+        settings.STORYTELLER_LLM_API = "ollama"
+        yield server
+        await postturn.settle()
+
+
+def recorder_calls(server):
+    return [r for r in server.requests if r.path == "/api/chat" and isinstance((r.body or {}).get("format"), dict)
+            and "keep the record" in r.body["messages"][0]["content"]]
+
+
+async def test_a_turn_sent_while_the_recorder_thinks_starts_at_once_and_the_recording_completes_after(
+        campaign, owner, one_slot_server):
+    server = one_slot_server
+    server.script("Mara opens the gate.", "The bell rings twice over the harbour.")
+    server.json_delay(5)  # a slow recorder on the server's only slot
+    communicator, _ = await connect(campaign, owner)
+    await communicator.send_json_to({"mode": "do", "text": "knock at the gate"})
+    await frames_until_body(communicator)
+    first = await Node.objects.aget(depth=2)
+    for _ in range(500):
+        if recorder_calls(server):
+            break
+        await asyncio.sleep(0.01)
+    assert recorder_calls(server), "the recorder is thinking about turn 1"
+    server.json_delay(0.2)  # its second attempt, after the turn, answers soon
+
+    sent = time.perf_counter()
+    await communicator.send_json_to({"mode": "do", "text": "listen to the bell"})
+    frames = await frames_until_body(communicator)
+
+    [narration] = [r for r in server.requests if r.path == "/api/chat" and r.body.get("stream") and r.at > sent]
+    # Send to request is the turn's own preparation (20-40 ms on an idle machine; `manage.py bench --only
+    # turn_first` measures it against its 100 ms target): here it only must not wait for the recording.
+    assert narration.at - sent < 1.0, "the narrator's request left without waiting for the recording"
+    words = [chunk for chunk in server.chunks if chunk.at > sent and chunk.text.strip() == "The"]
+    assert words and words[0].at - narration.at < 0.1, "and the server answered it at once: the recorder gave way"
+    assert "The bell rings twice" in frames[-1]
+    assert server.cancelled >= 1, "the recorder's call was cancelled, freeing the slot"
+
+    await postturn.settle()
+    run = await RecorderRun.objects.aget(node=first)
+    assert (run.status, run.attempts) == ("applied", 1), "made again after the turn, as one attempt that succeeded"
+    assert len(recorder_calls(server)) == 3, "turn 1's call twice (the first gave way), then turn 2's"
+    await communicator.disconnect()
+
+
+async def test_the_status_says_the_recording_is_paused_while_a_reply_is_written(campaign, narrator_server):
+    from storyteller.llm import priority
+
+    node = await sync_to_async(lambda: head(act(campaign, "look around", "Mara waits by the fire.")))()
+    narrator_server.json_delay(5)
+    worker = postturn.schedule(campaign.pk, node.pk)
+    for _ in range(500):
+        if recorder_calls(narrator_server):
+            break
+        await asyncio.sleep(0.01)
+    async with priority.turn():
+        status = await sync_to_async(postturn.status)(campaign)
+        assert status.text == "Recording what the reply changed… (paused while a reply is written)"
+        narrator_server.json_delay(0)
+    await worker
+    assert await RecorderRun.objects.filter(node=node, status="applied").aexists()

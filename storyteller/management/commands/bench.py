@@ -40,7 +40,8 @@ class Command(BaseCommand):
     help = "Run the benchmarks on generated data; print a table of medians and write JSON."
 
     def add_arguments(self, parser):
-        parser.add_argument("--only", default=",".join(BENCHMARKS), help="Comma-separated benchmark groups to run.")
+        parser.add_argument("--only", default=",".join(name for name in BENCHMARKS if name not in SLOW),
+                            help=f"Comma-separated benchmark groups to run ({', '.join(sorted(SLOW))} only when named).")
         parser.add_argument("--sizes", default="200,2000", help="Comma-separated story lengths in turns.")
         parser.add_argument("--repeat", type=int, default=50, help="Samples per measurement.")
         parser.add_argument("--json", dest="json_path", default="bench-results.json", help="Where to write the results.")
@@ -264,6 +265,100 @@ async def _relay_samples(campaign, server, replies=5):
     await communicator.disconnect()
     await asyncio.sleep(0)
     return samples
+
+
+def _bench_turn_first(sizes, repeat):
+    """From Send to the narrator's request and to its first words, with a slow recorder on a one-slot server.
+
+    Through the real play websocket and the fake server with one slot
+    (Ollama's OLLAMA_NUM_PARALLEL=1) whose structured calls think for 30 s:
+    every turn is sent while the previous turn's recording holds the slot,
+    and must take it at once. Beside it, the same figure with no background
+    work, which is the turn's own preparation.
+    """
+    from asgiref.sync import async_to_sync
+
+    from storyteller.llm.fake_server import FakeModelServer
+
+    campaign = _generate(10)
+    _summarise_by_hand(campaign)
+    samples = min(repeat, 20)
+    with FakeModelServer(slots=1) as server:
+        overrides = {
+            "STORYTELLER_LLM_URL": server.url,
+            "STORYTELLER_LLM_URL_CONFIGURED": True,
+            "STORYTELLER_LLM_API": "ollama",
+        }
+        saved = {name: getattr(settings, name) for name in overrides}
+        for name, value in overrides.items():
+            setattr(settings, name, value)
+        try:
+            busy, idle = async_to_sync(_turn_first_samples)(campaign, server, samples)
+        finally:
+            for name, value in saved.items():
+                setattr(settings, name, value)
+    return [
+        _row("turn first: request", "slow recorder", busy["request"], "median < 100 ms from Send"),
+        _row("  first words", "slow recorder", busy["words"], "median < 100 ms from Send"),
+        _row("  request, idle", "no background", idle["request"], "the turn's own preparation"),
+    ]
+
+
+async def _turn_first_samples(campaign, server, samples):
+    from channels.db import database_sync_to_async
+    from channels.testing import WebsocketCommunicator
+    from django.contrib.auth import get_user_model
+    from django.test import Client
+
+    from storyteller import postturn
+    from storyteller.asgi import application
+
+    @database_sync_to_async
+    def cookie():
+        client = Client()
+        client.force_login(get_user_model().objects.get(username="bench"))
+        return f"sessionid={client.cookies['sessionid'].value}".encode()
+
+    headers = [(b"host", b"127.0.0.1:8000"), (b"origin", b"http://127.0.0.1:8000"), (b"cookie", await cookie())]
+    communicator = WebsocketCommunicator(application, f"/ws/play/{campaign.pk}/", headers=headers)
+    await communicator.connect()
+
+    async def turn(index):
+        words = f"Reply{index} follows."
+        server.script(words)
+        sent = time.perf_counter()
+        await communicator.send_json_to({"mode": "do", "text": f"turn first {index}"})
+        while 'id="play-body"' not in await communicator.receive_from(timeout=60):
+            pass
+        request = next(r.at for r in server.requests if r.at > sent and r.path == "/api/chat" and r.body.get("stream"))
+        first = next(c.at for c in server.chunks if c.at > sent and c.text.strip() == f"Reply{index}")
+        return request - sent, first - sent
+
+    def recordings():
+        return [r for r in server.requests if "format" in (r.body or {})]
+
+    figures = {"busy": {"request": [], "words": []}, "idle": {"request": [], "words": []}}
+    for index in range(samples):  # no background work: each turn's recording is done before the next is sent
+        await postturn.settle(campaign.pk)
+        request, first = await turn(index)
+        figures["idle"]["request"].append(request)
+        figures["idle"]["words"].append(first)
+    server.json_delay(30)
+    last = time.perf_counter()
+    await turn(samples)
+    for index in range(samples + 1, 2 * samples + 1):
+        for _ in range(3000):  # the worker's next recording call (the re-run, or the last turn's) is thinking
+            if any(r.at > last for r in recordings()):
+                break
+            await asyncio.sleep(0.01)
+        last = time.perf_counter()
+        request, first = await turn(index)
+        figures["busy"]["request"].append(request)
+        figures["busy"]["words"].append(first)
+    server.json_delay(0)
+    await postturn.settle()
+    await communicator.disconnect()
+    return figures["busy"], figures["idle"]
 
 
 def _bench_knowledge(sizes, repeat):
@@ -888,6 +983,88 @@ def _measure_turn_end(campaign, turns, replies=3):
         found, largest = async_to_sync(samples)(server)
     return _row("turn end", f"{turns:,} turns, {largest:,} B", found,
                 "frame ≈ one reply, whatever the story's length (daphne's limit: 1 MiB)")
+# Twenty turns of the demo campaign a new player might send, in order.
+DEMO_ACTIONS = [
+    "ask the fisherman about the lantern", "walk up the hill to the cottage", "knock on the cottage door",
+    "search Mara's desk", "read the lamp-oil ledger", "take the brass key from the drawer", "light a candle",
+    "go back down to the harbour", "ask the fisherman who climbed the headland", "climb the headland path",
+    "look at the dark lantern", "open the lantern's door", "call out for Mara", "pick up the brass button in the mud",
+    "show the button to the harbour master", "ask the harbour master where his men were", "go to the inn",
+    "ask the innkeeper for a room", "sleep until dawn", "return to the headland at dawn",
+]
+
+
+def _bench_recording(sizes, repeat):
+    """The built-in narrator plays the demo campaign's first twenty turns, and records each (the recorder alone).
+
+    Slow (tens of seconds a turn on two cores), so it runs only when named:
+    ``--only recording``. Each turn either records or is skipped with one
+    line in plain words; a line with a JSON decoder's message fails the run.
+    """
+    from asgiref.sync import async_to_sync
+
+    overrides = {  # nothing answers on the discard port: the built-in narrator takes over, as on a fresh machine
+        "STORYTELLER_LLM_URL": "http://127.0.0.1:9",
+        "STORYTELLER_LLM_URL_CONFIGURED": False,
+    }
+    saved = {name: getattr(settings, name) for name in overrides}
+    for name, value in overrides.items():
+        setattr(settings, name, value)
+    try:
+        outcomes = async_to_sync(_record_demo_turns)()
+    finally:
+        for name, value in saved.items():
+            setattr(settings, name, value)
+    recorded = [o for o in outcomes if o["status"] == "applied"]
+    skipped = [o for o in outcomes if o["status"] != "applied"]
+    for outcome in outcomes:
+        print(f"  turn {outcome['turn']:>2}: {outcome['status']:<8} {outcome['seconds']:6.1f} s  "
+              f"{outcome['applied']} events applied, {outcome['rejected']} rejected  {outcome['error']}")
+    raw = [o for o in skipped if any(word in o["error"] for word in ("Unterminated", "Expecting", "at character"))]
+    if raw:
+        raise CommandError(f"a skipped recording shows the decoder's message: {raw[0]['error']}")
+    target = f"each records or is skipped in one line: {len(recorded)} recorded, {len(skipped)} skipped"
+    return [
+        _row("builtin recording", f"{len(outcomes)} demo turns", [o["seconds"] for o in outcomes], target),
+        _row("  (reply)", f"{len(outcomes)} demo turns", [o["reply_seconds"] for o in outcomes], ""),
+    ]
+
+
+async def _record_demo_turns():
+    from channels.db import database_sync_to_async
+
+    from campaigns.models import Campaign, RecorderRun, StateEvent
+    from storyteller import postturn, recorder, turns
+    from storyteller.context import Action
+
+    await database_sync_to_async(call_command)("seed_demo", verbosity=0)
+    campaign = await Campaign.objects.order_by("-pk").afirst()
+    recording = postturn.STEPS[0]
+    assert recording.run is recorder.record
+    outcomes = []
+
+    async def quiet(_):
+        pass
+
+    saved = postturn.STEPS
+    postturn.STEPS = [recording]  # the memory and summary steps are not what is measured here
+    try:
+        for turn, action in enumerate(DEMO_ACTIONS, start=1):
+            started = time.perf_counter()
+            result = await turns.play_turn(campaign.pk, Action(mode="do", text=action), quiet)
+            played = time.perf_counter()
+            await result.post_turn
+            run = await RecorderRun.objects.aget(node_id=result.node_id)
+            events = [status async for status in StateEvent.objects.filter(node_id=result.node_id)
+                      .values_list("status", flat=True)]
+            outcomes.append({
+                "turn": turn, "status": run.status, "error": run.error,
+                "seconds": time.perf_counter() - played, "reply_seconds": played - started,
+                "applied": events.count("applied"), "rejected": len(events) - events.count("applied"),
+            })
+    finally:
+        postturn.STEPS = saved
+    return outcomes
 
 
 BENCHMARKS = {
@@ -898,4 +1075,8 @@ BENCHMARKS = {
     "checkpoint": _bench_checkpoint,
     "imports": _bench_imports,
     "page": _bench_page,
+    "recording": _bench_recording,
+    "turn_first": _bench_turn_first,
 }
+# Run only when named: minutes of the built-in model, not milliseconds of the app.
+SLOW = {"recording"}
