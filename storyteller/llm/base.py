@@ -193,7 +193,7 @@ def parse_json_reply(text: str, model: str) -> dict:
         value = json.loads(text)
     except json.JSONDecodeError as error:
         raise NarratorError(
-            f"The model {model} answered with text that is not JSON ({error.msg} at character "
+            f"The model {model} answered with text that is not JSON (it stops making sense at character "
             f"{error.pos}: {text[:80]!r}). Try again, or choose a larger narrator model."
         ) from error
     if not isinstance(value, dict):

@@ -114,8 +114,8 @@ def read(text: str, schema: dict, finish_reason: str | None = None, limit: int |
         if finish_reason == "length":
             cut = f"the {limit}-token limit" if limit else "the token limit"
             return None, [f"the reply was cut off by {cut} before its JSON closed"]
-        start = " ".join(text.split())[:40]
-        return None, [f"the reply is not JSON (it begins “{start}”)" if start else "the reply is empty"]
+        # Not quoted: the person reads this on the play page, where a model's broken JSON helps nobody.
+        return None, ["the reply is not JSON" if text.strip() else "the reply is empty"]
     return value, problems(value, schema)
 
 

@@ -14,7 +14,7 @@ from storyteller.consumers import CHUNK_FRAGMENT
 from storyteller.context import Action
 from storyteller.llm import structured
 from tests.conftest import make_campaign
-from tests.storyteller.test_consumers import connect, frames_until_body
+from tests.storyteller.test_consumers import connect, frames_until_end
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -107,7 +107,7 @@ async def test_a_reply_streams_over_the_websocket_and_stop_ends_generation_on_th
     await asyncio.sleep(1.0)
     generating = real_narrator.cpu_seconds() - busy_from
     await communicator.send_json_to({"action": "stop"})
-    frames = await frames_until_body(communicator, timeout=30)
+    frames = await frames_until_end(communicator, timeout=30)
     assert "Stopped. Nothing was saved." in frames[-1]
 
     await asyncio.sleep(0.5)  # the server notices the closed connection at its next token

@@ -20,7 +20,7 @@ from storyteller import postturn
 from storyteller.llm.fake_server import FakeModelServer
 from tests.campaigns.test_lineage import act, texts
 from tests.memory.conftest import play_to
-from tests.storyteller.test_consumers import connect, frames_until_body
+from tests.storyteller.test_consumers import connect, frames_until_end
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -108,7 +108,9 @@ def test_an_earlier_reply_whose_recording_failed_stays_a_failure_until_a_retry_r
 
 def test_each_failed_recording_is_said_once_naming_its_turn_and_never_in_the_decoders_words(
         client_of, campaign, narrator_server):
-    narrator_server.script_json('{"events": [{"type": "scene", "subject": "The turn', '{"events": [{"type"')
+    # Each cut-off answer twice: an answer that is not valid JSON is asked for once more before the step fails.
+    cut_off = ('{"events": [{"type": "scene", "subject": "The turn', '{"events": [{"type"')
+    narrator_server.script_json(cut_off[0], cut_off[0], cut_off[1], cut_off[1])
     act(campaign, "knock at the gate", "Mara opens it.")
     async_to_sync(postturn.run)(head(campaign).pk)
     act(campaign, "wait", "Rain falls.")
@@ -121,8 +123,8 @@ def test_each_failed_recording_is_said_once_naming_its_turn_and_never_in_the_dec
         client_of.get(reverse("state_panel", args=[campaign.pk]), **HTMX).content.decode(),
     ])
     assert page.count("Recording for turn 1 failed:") == 1 and page.count("Recording for turn 2 failed:") == 1
-    assert page.count("answered with text that is not JSON") == 2, "each failure once, the state panel points to it"
-    for raw in ("Unterminated", "Expecting", "at character", "column", "{&quot;events"):
+    assert page.count("without the JSON that was asked for") == 2, "each failure once, the state panel points to it"
+    for raw in ("Unterminated", "Expecting", "at character", "line 1 column", "{&quot;events"):
         assert raw not in page
 
 
@@ -234,7 +236,7 @@ async def test_a_turn_sent_while_the_recorder_thinks_starts_at_once_and_the_reco
     server.json_delay(5)  # a slow recorder on the server's only slot
     communicator, _ = await connect(campaign, owner)
     await communicator.send_json_to({"mode": "do", "text": "knock at the gate"})
-    await frames_until_body(communicator)
+    await frames_until_end(communicator)
     first = await Node.objects.aget(depth=2)
     for _ in range(500):
         if recorder_calls(server):
@@ -245,7 +247,7 @@ async def test_a_turn_sent_while_the_recorder_thinks_starts_at_once_and_the_reco
 
     sent = time.perf_counter()
     await communicator.send_json_to({"mode": "do", "text": "listen to the bell"})
-    frames = await frames_until_body(communicator)
+    frames = await frames_until_end(communicator)
 
     [narration] = [r for r in server.requests if r.path == "/api/chat" and r.body.get("stream") and r.at > sent]
     # Send to request is the turn's own preparation (20-40 ms on an idle machine; `manage.py bench --only

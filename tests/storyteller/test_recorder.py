@@ -138,12 +138,13 @@ async def test_invalid_json_or_the_wrong_shape_fails_the_recording_not_the_turn(
 async def test_an_answer_cut_off_mid_string_fails_in_plain_words_without_the_decoders_message(
         campaign, narrator_server):
     narrator_server.script("Mara arrives.")
-    narrator_server.script_json('{"events": [{"type": "scene", "subject": "The turn to record", "object": "The')
+    cut_off = '{"events": [{"type": "scene", "subject": "The turn to record", "object": "The'
+    narrator_server.script_json(cut_off, cut_off)  # the answer, and the same again when asked once more
     result = await play(campaign)
     run = await run_of(result.node_id)
     assert run.status == "failed"
-    assert run.error == (f"The model {narrator_server.models[0]} answered with text that is not JSON (it broke off "
-                         "or went astray), so it could not be used. Try again, or choose a larger narrator model.")
+    assert run.error == (f"The model {narrator_server.models[0]} answered twice without the JSON that was asked for "
+                         "(the reply is not JSON), so nothing was used. Retry, or choose a larger narrator model.")
     for raw in ("Unterminated", "character", "column", "events", "The turn to record"):
         assert raw not in run.error, "the decoder's message and the raw answer stay in the log"
 
