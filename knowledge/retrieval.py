@@ -11,13 +11,14 @@ it orders what matched and never rescues what did not.
 FTS5 and the vectors, always within one campaign, and never writes.
 """
 
+import asyncio
 import re
 import threading
 import unicodedata
 from dataclasses import dataclass, field, replace
 
 import numpy as np
-from asgiref.sync import async_to_sync
+from asgiref.sync import async_to_sync, sync_to_async
 from django.db import connection
 
 from storyteller import llm
@@ -192,23 +193,59 @@ def semantic_floor(model):
     return SEMANTIC_FLOORS.get(model.split(":")[0].rsplit("/", 1)[-1]) if model else None
 
 
-def embed_query(campaign, query):
-    """Return ``query`` with its vector, or with the reason semantic retrieval is off. One model call at most."""
+def query_texts(campaign, query):
+    """Return (``query``, the texts to embed for it): no texts, and the reason on the query, when none are needed.
+
+    Read-only and model-free: the caller embeds the texts (with
+    ``query.model``), off the database's thread, and hands the vectors to
+    ``embedded``.
+    """
     model = embedding_model(campaign)
     if not Passage.objects.filter(campaign=campaign, embedding_model=model, source__enabled=True,
                                   source__semantic_state=Source.IndexState.READY).exists():
         detail = (Source.objects.filter(campaign=campaign, enabled=True).exclude(semantic_detail="")
                   .values_list("semantic_detail", flat=True).first())
-        return _note(query, model, detail or f"no enabled source has vectors from {model}; lexical retrieval only")
+        return _note(query, model, detail or f"no enabled source has vectors from {model}; lexical retrieval only"), []
     if semantic_floor(model) is None:
         return _note(query, model, f"{model} has no measured similarity floor, so its similarities are not trusted; "
-                                   "lexical retrieval only")
-    embedder = llm.embedder_for(model)
+                                   "lexical retrieval only"), []
+    return replace(query, model=model), [prefixes(model)[1] + query.text]
+
+
+def embedded(query, vectors=None, *, error=None):
+    """Return ``query`` with its vector (``vectors``: one per text ``query_texts`` gave), or with why it has none."""
+    if error is not None:
+        return _note(query, query.model, f"the query could not be embedded ({error}); lexical retrieval only")
+    (vector,) = vectors
+    return Query(query.text, query.standing_names, tuple(vector), query.model, "")
+
+
+async def aembed_query(campaign, query):
+    """Return ``query`` with its vector, or with the reason semantic retrieval is off. One model call at most.
+
+    The database is read on its own thread and the model is asked from the
+    event loop, so a slow model server holds up nobody else.
+    """
+    query, texts = await sync_to_async(query_texts)(campaign, query)
+    if not texts:
+        return query
+    embedder = await asyncio.to_thread(llm.embedder_for, query.model)
     try:
-        (vector,) = async_to_sync(embedder.embed)([prefixes(model)[1] + query.text])
+        return embedded(query, await embedder.embed(texts))
     except llm.NarratorError as error:
-        return _note(query, model, f"the query could not be embedded ({error}); lexical retrieval only")
-    return Query(query.text, query.standing_names, tuple(vector), model, "")
+        return embedded(query, error=error)
+
+
+def embed_query(campaign, query):
+    """See aembed_query(); it waits for the model on the calling thread: for commands and tests only."""
+    query, texts = query_texts(campaign, query)
+    if not texts:
+        return query
+    embedder = llm.embedder_for(query.model)
+    try:
+        return embedded(query, async_to_sync(embedder.embed)(texts))
+    except llm.NarratorError as error:
+        return embedded(query, error=error)
 
 
 def retrieve(campaign, query, *, exclude_always_included=True):

@@ -4,6 +4,7 @@ Views parse, call the importer or retrieval, render. Every campaign and source
 is fetched with the signed-in owner in the query, so anyone else's is a 404.
 """
 
+from asgiref.sync import sync_to_async
 from django.contrib.auth.decorators import login_required
 from django.db.models import Count, Sum
 from django.shortcuts import get_object_or_404, redirect, render
@@ -54,15 +55,32 @@ def knowledge_page(request, pk):
 
 @login_required
 @require_POST
-def upload(request, pk):
+async def upload(request, pk):
+    """Import the chosen files, then embed them: the database on its own thread, the model from the event loop."""
+    campaign, form, imported = await sync_to_async(_import_all)(request, pk)
+    results = []
+    for ok, message, source in imported:
+        if source is not None:
+            await importer.aembed_source(source)
+            if source.semantic_detail:
+                message += f" {source.semantic_detail}"
+        results.append((ok, message))
+    return await sync_to_async(_render_upload)(request, campaign, form, results)
+
+
+def _import_all(request, pk):
     campaign = campaign_for_user(request, pk)
     form = UploadForm(request.POST)
     files = request.FILES.getlist("files")
-    results = []
+    imported = []
     if form.is_valid() and files:
-        results = [_import_one(campaign, upload, form.cleaned_data) for upload in files]
+        imported = [_import_one(campaign, upload, form.cleaned_data) for upload in files]
     elif not files:
         form.add_error(None, "Choose one or more .md or .txt files to import.")
+    return campaign, form, imported
+
+
+def _render_upload(request, campaign, form, results):
     context = _page_context(campaign, results=results)
     context["form"] = form
     status = 200 if any(ok for ok, _ in results) else 400
@@ -71,6 +89,7 @@ def upload(request, pk):
 
 
 def _import_one(campaign, upload, options):
+    """Return (imported, what to tell the person, the new source or None)."""
     try:
         importer.check_size(upload.name, upload.size)
         source = importer.import_source(
@@ -78,12 +97,8 @@ def _import_one(campaign, upload, options):
             always_include=options["always_include"], allow_duplicate=options["allow_duplicate"],
         )
     except importer.ImportRefused as refusal:
-        return False, str(refusal)
-    importer.embed_source(source)
-    message = f"Imported {upload.name} as “{source.title}” ({source.get_classification_display()})."
-    if source.semantic_detail:
-        message += f" {source.semantic_detail}"
-    return True, message
+        return False, str(refusal), None
+    return True, f"Imported {upload.name} as “{source.title}” ({source.get_classification_display()}).", source
 
 
 @login_required
@@ -130,26 +145,33 @@ def source_delete(request, pk, source_pk):
 
 @login_required
 @require_POST
-def rebuild(request, pk):
+async def rebuild(request, pk):
     """Re-cut every source from its stored text and rebuild its vectors; the story is not touched."""
-    campaign = campaign_for_user(request, pk)
-    for source in Source.objects.filter(campaign=campaign):
-        importer.recut_source(source)
-        importer.embed_source(source)
+    campaign, sources = await sync_to_async(_recut_all)(request, pk)
+    for source in sources:
+        await importer.aembed_source(source)
     template = "knowledge/knowledge.html#sources" if request.htmx else "knowledge/knowledge.html"
-    return render(request, template, _page_context(campaign, rebuilt=True))
+    return await sync_to_async(lambda: render(request, template, _page_context(campaign, rebuilt=True)))()
+
+
+def _recut_all(request, pk):
+    campaign = campaign_for_user(request, pk)
+    sources = list(Source.objects.filter(campaign=campaign).select_related("campaign"))
+    for source in sources:
+        importer.recut_source(source)
+    return campaign, sources
 
 
 @login_required
 @require_GET
-def search(request, pk):
-    campaign = campaign_for_user(request, pk)
+async def search(request, pk):
+    campaign = await sync_to_async(campaign_for_user)(request, pk)
     text = request.GET.get("q", "").strip()[:500]
     result = None
     if text:
-        query = retrieval.embed_query(campaign, retrieval.Query(text))
-        result = retrieval.retrieve(campaign, query, exclude_always_included=False)
+        query = await retrieval.aembed_query(campaign, retrieval.Query(text))
+        result = await sync_to_async(retrieval.retrieve)(campaign, query, exclude_always_included=False)
     rows = [(hit, result.passages[hit.passage_id]) for hit in result.hits] if result else []
     context = {"campaign": campaign, "q": text, "result": result, "rows": rows}
     template = "knowledge/search.html#results" if request.htmx else "knowledge/search.html"
-    return render(request, template, context)
+    return await sync_to_async(render)(request, template, context)

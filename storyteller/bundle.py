@@ -118,8 +118,8 @@ def dumps(campaign, *, zipped=False):
     return buffer.getvalue()
 
 
-def import_bundle(owner, data):
-    """Create a new campaign for ``owner`` from bundle bytes and return it; rebuild its vectors after.
+def import_bundle(owner, data, *, embed=True):
+    """Create a new campaign for ``owner`` from bundle bytes and return it; rebuild its vectors after (``embed``).
 
     Raise BundleRefused, with nothing written, for anything but an intact bundle.
     """
@@ -137,7 +137,7 @@ def import_bundle(owner, data):
     except (KeyError, TypeError, ValueError, IndexError, AttributeError, IntegrityError) as error:
         raise BundleRefused(f"The bundle is not consistent ({type(error).__name__}: {error}). Nothing was "
                             "imported.") from error
-    for source in sources.values():
+    for source in sources.values() if embed else ():
         importer.embed_source(source)
     return campaign
 

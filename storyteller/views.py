@@ -23,6 +23,8 @@ from campaigns import lineage, story
 from campaigns import views as campaign_views
 from campaigns.forms import CampaignForm, CanonRuleFormSet, EditCampaignForm, SavePointForm
 from campaigns.models import Branch, Campaign, Node, SavePoint
+from knowledge import importer
+from knowledge.models import Source as KnowledgeSource
 from memory import bank as memory_bank
 from memory import views as memory_views
 
@@ -107,14 +109,24 @@ def campaign_edit(request, pk):
 @login_required
 @require_GET
 @never_cache  # Back must not show a stale story with its controls frozen mid-turn.
-def play(request, pk):
-    campaign = campaign_views.campaign_for_user(request, pk)
+async def play(request, pk):
+    """The play page; the narrator's name is asked for off the database's thread (it may probe the server)."""
     if request.htmx:
-        return render(request, "campaigns/_play_body.html", play_body_context(campaign))
+        return await sync_to_async(_play_body_page)(request, pk)
+    context = await sync_to_async(_play_page_context)(request, pk)
+    context["narrator"] = await llm.anarrator_for(context["campaign"].narrator_model or None)
+    return await sync_to_async(render)(request, "campaigns/play.html", context)
+
+
+def _play_body_page(request, pk):
+    return render(request, "campaigns/_play_body.html", play_body_context(campaign_views.campaign_for_user(request, pk)))
+
+
+def _play_page_context(request, pk):
+    campaign = campaign_views.campaign_for_user(request, pk)
     context = play_body_context(campaign)
-    context["narrator"] = llm.narrator_for(campaign.narrator_model or None)
     context["long_run"] = long_run.has_run(campaign.pk)
-    return render(request, "campaigns/play.html", context)
+    return context
 
 
 @login_required
@@ -213,18 +225,23 @@ def inspector(request, pk, node_pk):
     })
 
 
+# The model pages ask the model server and wait for it: async, so the wait
+# holds up no one else's database work (a sync view runs on its shared thread).
+
+
 @login_required
 @require_GET
-def model_settings(request):
-    status = llm.server_status()
-    campaigns = list(Campaign.objects.filter(owner=request.user))
+async def model_settings(request):
+    status = await llm.aserver_status()
+    user = await request.auser()
+    campaigns = [campaign async for campaign in Campaign.objects.filter(owner=user)]
     described = {}
     for campaign in campaigns:
         name = campaign.narrator_model or None
         if name not in described:
-            described[name] = llm.describe_model(name)
+            described[name] = await llm.adescribe_model(name)
         campaign.model_info = described[name]
-    return render(request, "storyteller/model_settings.html", {
+    return await sync_to_async(render)(request, "storyteller/model_settings.html", {
         "status": status,
         "campaigns": campaigns,
         "default_model": llm.default_narrator_model(),
@@ -233,19 +250,25 @@ def model_settings(request):
 
 @login_required
 @require_POST
-def test_connection(request):
-    status = llm.server_status(fresh=True)
-    return render(request, "storyteller/_connection.html", {"status": status})
+async def test_connection(request):
+    status = await llm.aserver_status(fresh=True)
+    return await sync_to_async(render)(request, "storyteller/_connection.html", {"status": status})
 
 
 @login_required
 @require_POST
-def choose_model(request, pk):
+async def choose_model(request, pk):
+    campaign = await sync_to_async(_choose_model)(request, pk)
+    info = await llm.adescribe_model(campaign.narrator_model or None)
+    return await sync_to_async(render)(request, "storyteller/_campaign_model.html",
+                                       {"campaign": campaign, "info": info})
+
+
+def _choose_model(request, pk):
     campaign = campaign_views.campaign_for_user(request, pk)
     campaign.narrator_model = request.POST.get("narrator_model", "").strip()[:200]
     campaign.save(update_fields=["narrator_model", "updated_at"])
-    info = llm.describe_model(campaign.narrator_model or None)
-    return render(request, "storyteller/_campaign_model.html", {"campaign": campaign, "info": info})
+    return campaign
 
 
 @login_required
@@ -262,20 +285,30 @@ def export_campaign(request, pk):
 
 @login_required
 @require_POST
-def import_campaign(request):
-    upload = request.FILES.get("bundle")
+async def import_campaign(request):
+    """Import a bundle, then rebuild its vectors from the event loop (the model is never asked on the database's thread)."""
     try:
-        if upload is None:
-            raise bundle.BundleRefused("Choose a campaign bundle (.json or .zip) to import.")
-        if upload.size > bundle.MAX_BYTES:
-            raise bundle.BundleRefused(f"The file is {upload.size:,} bytes; at most {bundle.MAX_BYTES:,} can be "
-                                       "imported.")
-        campaign = bundle.import_bundle(request.user, upload.read())
+        campaign = await sync_to_async(_import_bundle)(request)
     except bundle.BundleRefused as refusal:
-        campaigns = Campaign.objects.filter(owner=request.user)
-        return render(request, "campaigns/campaign_list.html", {"campaigns": campaigns, "import_error": str(refusal)},
-                      status=400)
+        return await sync_to_async(_import_refused)(request, refusal)
+    async for source in KnowledgeSource.objects.filter(campaign=campaign):
+        await importer.aembed_source(source)
     return redirect("play", campaign.pk)
+
+
+def _import_bundle(request):
+    upload = request.FILES.get("bundle")
+    if upload is None:
+        raise bundle.BundleRefused("Choose a campaign bundle (.json or .zip) to import.")
+    if upload.size > bundle.MAX_BYTES:
+        raise bundle.BundleRefused(f"The file is {upload.size:,} bytes; at most {bundle.MAX_BYTES:,} can be imported.")
+    return bundle.import_bundle(request.user, upload.read(), embed=False)
+
+
+def _import_refused(request, refusal):
+    campaigns = Campaign.objects.filter(owner=request.user)
+    return render(request, "campaigns/campaign_list.html", {"campaigns": campaigns, "import_error": str(refusal)},
+                  status=400)
 
 
 @require_GET

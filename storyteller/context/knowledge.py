@@ -67,17 +67,19 @@ class Item:
     cost: int
 
 
-def query_for(campaign, path, action):
+def query_for(campaign, path, action, current=None):
     """Return the retrieval Query for this turn: the player's input plus the scene.
 
     The scene is the authoritative state's: its summary, its place and who is
     there. Before the state has recorded a scene, the latest reply stands in
     for it. Every entity the state knows is a standing name: mentioned alone,
-    it does not admit a passage.
+    it does not admit a passage. ``current`` is the turn's part of the state,
+    when the caller has read it.
     """
     # Only the turn's part of the state: the scene, its place, who is there and
     # every entity's name (the base); the full fold costs 100-200 ms at 5,000 facts.
-    current = state.state_for_turn(path, campaign, action.text)
+    if current is None:
+        current = state.state_for_turn(path, campaign, action.text)
     scene = current.scene()
     place = (scene.data.get("location", "") if scene else "") or current.location_of(state.PROTAGONIST)
     present = [current.name_of(key) for key in current.present() if key != state.PROTAGONIST]

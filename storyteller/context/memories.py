@@ -53,15 +53,17 @@ class Query:
         return tuple(sorted(ranking.fold_terms(retrieval.meaningful_terms(self.input))))
 
 
-def query_for(campaign, path, action):
+def query_for(campaign, path, action, current=None):
     """Return the memory Query for ``action`` after ``path`` (not yet embedded).
 
     A continue has no input: the context alone is searched. A retry passes
     the path before the discarded reply, so that reply is not in the context.
+    ``current`` is the turn's part of the state, when the caller has read it.
     """
     # The turn's part of the state is enough to name the scene, its place and
     # who is there; the full fold costs 100-200 ms at 5,000 facts.
-    current = state.state_for_turn(path, campaign, action.text)
+    if current is None:
+        current = state.state_for_turn(path, campaign, action.text)
     scene = current.scene()
     place = (scene.data.get("location", "") if scene else "") or current.location_of(state.PROTAGONIST)
     present = [current.name_of(key) for key in current.present() if key != state.PROTAGONIST]
@@ -75,29 +77,54 @@ def query_for(campaign, path, action):
     return Query(tokens.cut_end(text.strip(), INPUT_TOKENS), context, note=NOT_EMBEDDED)
 
 
-def embed_query(campaign, path, query):
-    """Return ``query`` with its vectors, or with the reason ranking is lexical only: one model call at most.
+def query_texts(campaign, path, query):
+    """Return (``query``, the texts to embed for it): no texts, and the reason on the query, when none are needed.
 
-    No call is made when no eligible memory has a vector from the campaign's
-    embedding model (nothing to compare with).
+    Nothing is embedded when no eligible memory has a vector from the
+    campaign's embedding model (nothing to compare with). Read-only and
+    model-free: the caller embeds the texts with ``query.model`` and hands the
+    vectors to ``embedded``.
     """
     model = embedding_model(campaign)
     if not bank.eligible(campaign.pk, path).filter(vector__model=model).exists():
-        return _note(query, model, f"no memory on this line has a vector from {model}; ranked on words only")
+        return _note(query, model, f"no memory on this line has a vector from {model}; ranked on words only"), []
     texts = [text for text in (query.input, query.context) if text]
     if not texts:
-        return _note(query, model, "nothing to search for")
-    embedder = llm.embedder_for(model)
-    try:
-        vectors = async_to_sync(embedder.embed)([prefixes(model)[1] + text for text in texts])
-    except llm.EmbeddingUnavailable:
-        return _note(query, model, f"no embedding model is available ({embedder.model}); ranked on words only")
-    except llm.NarratorError as error:
-        return _note(query, model, f"the query could not be embedded ({error}); ranked on words only")
+        return _note(query, model, "nothing to search for"), []
+    return Query(query.input, query.context, model=model, note=query.note), [prefixes(model)[1] + t for t in texts]
+
+
+def embedded(query, vectors=None, *, error=None, embedder=""):
+    """Return ``query`` with its vectors (one per text ``query_texts`` gave), or with the reason it has none.
+
+    ``embedder`` names the model that could not embed, when ``error`` is
+    that no embedding model is available.
+    """
+    if isinstance(error, llm.EmbeddingUnavailable):
+        return _note(query, query.model, f"no embedding model is available ({embedder}); ranked on words only")
+    if error is not None:
+        return _note(query, query.model, f"the query could not be embedded ({error}); ranked on words only")
     vectors = iter(vectors)
     return Query(query.input, query.context,
                  tuple(next(vectors)) if query.input else None,
-                 tuple(next(vectors)) if query.context else None, model, "")
+                 tuple(next(vectors)) if query.context else None, query.model, "")
+
+
+def embed_query(campaign, path, query):
+    """Return ``query`` with its vectors, or with the reason ranking is lexical only: one model call at most.
+
+    For commands and diagnostics: it asks the model server from the calling
+    thread, so never call it on the database's shared thread (a turn embeds
+    its queries with ``storyteller.turns.queries_embedded``).
+    """
+    query, texts = query_texts(campaign, path, query)
+    if not texts:
+        return query
+    embedder = llm.embedder_for(query.model)
+    try:
+        return embedded(query, async_to_sync(embedder.embed)(texts))
+    except llm.NarratorError as error:
+        return embedded(query, error=error, embedder=embedder.model)
 
 
 def memory_top_k():
