@@ -17,7 +17,7 @@ from campaigns import lineage
 from campaigns.forms import ActionForm
 from campaigns.models import Campaign
 
-from . import turns
+from . import turns, warming
 from .context import Action
 from .views import play_body_context
 
@@ -40,6 +40,7 @@ class PlayConsumer(AsyncJsonWebsocketConsumer):
         self.group = f"campaign-{self.campaign_id}"
         await self.channel_layer.group_add(self.group, self.channel_name)
         await self.accept()
+        warming.start(self.campaign_id)  # the first turn after a start finds the campaign's indexes hot
 
     async def disconnect(self, code):
         self.closed = True

@@ -24,7 +24,7 @@ from knowledge.importer import embedding_model, prefixes
 from memory import bank, blocks
 from memory.models import MemoryRun
 
-from . import llm
+from . import llm, warming
 from .context import layers
 
 logger = logging.getLogger(__name__)
@@ -98,6 +98,8 @@ async def remember(node_id):
     await database_sync_to_async(bank.record_run)(
         job.node, status=status, written=len(new_ids), evicted=len(evicted), embedded=embedded,
         embedding_note=note, error=error or "")
+    if new_ids or evicted or embedded:
+        warming.start(job.campaign.pk)  # the next turn finds the bank's index holding what was just written
     return status
 
 

@@ -374,7 +374,7 @@ def _measure_retrieval(campaign, rng, words, repeat):
     for index, text in enumerate(queries):
         query = retrieval.Query(text, ("Edrin",), vector=tuple(vectors[index]), model="nomic-embed-text")
         if index < 3:  # the first three read the vectors out of SQLite: measured below as the cold cost
-            retrieval._cache.clear()
+            retrieval._libraries.clear()
             started = time.perf_counter()
             retrieval.retrieve(campaign, query)
             cold.append(time.perf_counter() - started)
@@ -600,7 +600,7 @@ def _measure_memory_retrieval(campaign, rng, words, count, repeat):
         query = memories.Query(f"{ACTIONS[index % 4]} {_prose(rng, words, 12)}", _prose(rng, words, 60),
                                tuple(vectors[2 * index]), tuple(vectors[2 * index + 1]), "nomic-embed-text")
         if index < 3:  # the vectors read out of SQLite: the first turn after they change
-            memories._cache.clear()
+            memories._banks.clear()
             started = time.perf_counter()
             memories.section(campaign, path, query)
             cold.append(time.perf_counter() - started)

@@ -1,0 +1,64 @@
+"""Warm a campaign's retrieval indexes and caches before its next turn needs them (issue 16).
+
+A process that has just started, or a bank that has just been written to,
+would otherwise make the next turn read 10,000 memories' words and vectors
+and 20,000 passages' vectors out of SQLite (seconds, not milliseconds). The
+play socket warms its campaign when it opens, the memory step after it
+writes, the knowledge pages after an import: each in a worker thread of its
+own, never on the thread all database work of the sockets shares, and one at
+a time per campaign. Warming only reads; a failure is logged and the turn
+then reads what it needs itself.
+"""
+
+import asyncio
+import logging
+
+from django.db import connection
+
+from campaigns import lineage
+from campaigns.models import Campaign
+from knowledge import retrieval
+from knowledge.importer import embedding_model
+
+from . import context
+from .context import memories as memory_section
+
+logger = logging.getLogger(__name__)
+
+_tasks = {}  # campaign id -> the warming task
+
+
+def start(campaign_id):
+    """Warm ``campaign_id`` in a worker thread, unless it is already being warmed; return the task."""
+    task = _tasks.get(campaign_id)
+    if task is not None and not task.done():
+        return task
+    task = _tasks[campaign_id] = asyncio.get_running_loop().create_task(asyncio.to_thread(warm, campaign_id))
+    return task
+
+
+async def settle():
+    """Wait until every warming started in this loop has finished (tests and the benchmark)."""
+    loop = asyncio.get_running_loop()
+    tasks = [task for task in list(_tasks.values()) if task.get_loop() is loop and not task.done()]
+    if tasks:
+        await asyncio.gather(*tasks, return_exceptions=True)
+
+
+def warm(campaign_id):
+    """Read everything a turn of ``campaign_id`` keeps in memory: its bank, its library, its prompt's parts."""
+    try:
+        campaign = Campaign.objects.filter(pk=campaign_id).first()
+        if campaign is None:
+            return
+        memory_section.warm(campaign)
+        retrieval.library_index(campaign.pk).warm(embedding_model(campaign))
+        try:
+            # Read-only: the tokenizer, the state's caches, the checkpoint's check, the knowledge stems.
+            context.build(campaign, lineage.path_of(campaign), context.Action(mode="continue"))
+        except context.ContextOverflow:
+            pass  # the turn will say so, or summarise first
+    except Exception:  # noqa: BLE001 — a cold cache is slower, never wrong
+        logger.exception("warming campaign %s failed", campaign_id)
+    finally:
+        connection.close()  # this worker thread's own connection
