@@ -400,7 +400,10 @@ class LibraryIndex:
             missing = [pk for pk in passage_ids if pk not in self._stems]
         if missing:
             rows = Passage.objects.filter(pk__in=missing).order_by().values_list("id", "heading_path", "text")
-            read = {pk: _stems_of(f"{heading}\n{text}") for pk, heading, text in rows}
+            words = {pk: set(_WORD.findall(f"{heading}\n{text}".lower())) for pk, heading, text in rows}
+            # Prose shares most of its words between passages: each distinct word is stemmed once.
+            stem_of = {word: _stem(word) for word in set().union(*words.values())}
+            read = {pk: frozenset(map(stem_of.__getitem__, own)) for pk, own in words.items()}
             with _cache_lock:
                 self._stems.update(read)
                 while len(self._stems) > CACHED_PASSAGES:
@@ -468,10 +471,6 @@ def forget():
     with _cache_lock:
         _libraries.clear()
         _STEMS.clear()
-
-
-def _stems_of(text):
-    return frozenset(_STEMS.get(word) or _stem(word) for word in set(_WORD.findall(text.lower())))
 
 
 # The libraries of the campaigns played lately, least recently used first. Reading 20,000

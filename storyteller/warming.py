@@ -20,7 +20,7 @@ from campaigns.models import Campaign
 from knowledge import retrieval
 from knowledge.importer import embedding_model
 
-from . import context
+from . import context, llm
 from .context import memories as memory_section
 
 logger = logging.getLogger(__name__)
@@ -51,6 +51,7 @@ def warm(campaign_id):
         campaign = Campaign.objects.filter(pk=campaign_id).first()
         if campaign is None:
             return
+        llm.tls_context()  # built once per process: 80 ms, else paid by the first turn's embedding request
         memory_section.warm(campaign)
         retrieval.library_index(campaign.pk).warm(embedding_model(campaign))
         try:
