@@ -436,16 +436,22 @@ class LibraryIndex:
         key = (source_id, self.sources[source_id].updated_at, model)
         block = self._blocks.get(key)
         if block is None:
-            rows = Passage.objects.filter(source_id=source_id, embedding_model=model, embedding__isnull=False)
-            data = list(rows.order_by().values_list("id", "embedding"))
-            dims = max((len(blob) // 4 for _, blob in data), default=0)
-            data = [(pk, blob) for pk, blob in data if len(blob) // 4 == dims]
-            matrix = np.zeros((0, dims), np.float32)
-            if data:
-                matrix = np.vstack([np.frombuffer(blob, dtype=np.float32) for _, blob in data])
-                norms = np.linalg.norm(matrix, axis=1, keepdims=True)
-                matrix = matrix / np.where(norms == 0, 1, norms)
-            block = self._blocks[key] = (np.array([pk for pk, _ in data], np.int64), matrix)
+            with _loading(self.campaign_id):  # a turn waits for the warm-up instead of doubling it
+                block = self._blocks.get(key) or self._read_block(key)
+        return block
+
+    def _read_block(self, key):
+        source_id, _, model = key
+        rows = Passage.objects.filter(source_id=source_id, embedding_model=model, embedding__isnull=False)
+        data = list(rows.order_by().values_list("id", "embedding"))
+        dims = max((len(blob) // 4 for _, blob in data), default=0)
+        data = [(pk, blob) for pk, blob in data if len(blob) // 4 == dims]
+        matrix = np.zeros((0, dims), np.float32)
+        if data:
+            matrix = np.vstack([np.frombuffer(blob, dtype=np.float32) for _, blob in data])
+            norms = np.linalg.norm(matrix, axis=1, keepdims=True)
+            matrix = matrix / np.where(norms == 0, 1, norms)
+        block = self._blocks[key] = (np.array([pk for pk, _ in data], np.int64), matrix)
         return block
 
 
@@ -466,6 +472,12 @@ def library_index(campaign_id):
     return index
 
 
+def _loading(campaign_id):
+    """Return the lock held while ``campaign_id``'s vectors are read."""
+    with _cache_lock:
+        return _locks.setdefault(campaign_id, threading.Lock())
+
+
 def forget():
     """Drop every cached library (tests do, since a rolled-back test's ids come back with other rows)."""
     with _cache_lock:
@@ -479,3 +491,4 @@ _libraries = OrderedDict()
 CACHED_CAMPAIGNS = 8
 CACHED_PASSAGES = 20_000  # stems kept per campaign: a few megabytes
 _cache_lock = threading.RLock()
+_locks = {}  # campaign id -> the lock held while its vectors are read

@@ -19,7 +19,7 @@ from campaigns import lineage, story
 from campaigns.models import Campaign, Node
 from memory import bank
 
-from . import compaction, context, llm, postturn
+from . import compaction, context, llm, postturn, warming
 from .context import Action
 
 
@@ -144,6 +144,7 @@ async def _prepare(campaign_id, action, retry):
     it: a stalled embedding would freeze every other person's turn, page and
     Stop with it (issue 10).
     """
+    await asyncio.to_thread(warming.indexes, campaign_id)  # a changed bank or library is read off the shared thread
     reading = await database_sync_to_async(_read)(campaign_id, action, retry)
     narrator, queries = await asyncio.gather(llm.anarrator_for(reading.campaign.narrator_model or None),
                                              queries_embedded(reading.queries))

@@ -11,9 +11,11 @@ then reads what it needs itself.
 """
 
 import asyncio
+import importlib
 import logging
 
 from django.db import connection
+from django.template.loader import get_template
 
 from campaigns import lineage
 from campaigns.models import Campaign
@@ -26,6 +28,7 @@ from .context import memories as memory_section
 logger = logging.getLogger(__name__)
 
 _tasks = {}  # campaign id -> the warming task
+TEMPLATES = ("campaigns/_turn_start.html", "campaigns/_play_body.html")  # what a turn renders: compiled once
 
 
 def start(campaign_id):
@@ -45,15 +48,48 @@ async def settle():
         await asyncio.gather(*tasks, return_exceptions=True)
 
 
+def _warm_http():
+    """Make now what the first model request of a process would: 40-80 ms of it, else paid by the first turn."""
+    llm.tls_context()
+    # httpx loads its connection machinery on its first request.
+    importlib.import_module("httpcore")
+    importlib.import_module("anyio._backends._asyncio")
+
+
+def indexes(campaign_id):
+    """Bring ``campaign_id``'s bank and library indexes up to date here, on a worker thread.
+
+    A turn calls it before it reads on the shared thread, so that reading a
+    bank or a library that has changed (or a process's first turn) never
+    holds up everybody else's database work; when they are current it costs
+    two stamp reads.
+    """
+    try:
+        campaign = Campaign.objects.filter(pk=campaign_id).first()
+        if campaign is not None:
+            _indexes(campaign)
+    except Exception:  # noqa: BLE001 — a cold cache is slower, never wrong
+        logger.exception("reading campaign %s's indexes failed", campaign_id)
+    finally:
+        connection.close()  # this worker thread's own connection
+
+
+def _indexes(campaign):
+    model = embedding_model(campaign)
+    memory_section.bank_index(campaign.pk).vectors(model)
+    retrieval.library_index(campaign.pk).warm(model)
+
+
 def warm(campaign_id):
     """Read everything a turn of ``campaign_id`` keeps in memory: its bank, its library, its prompt's parts."""
     try:
         campaign = Campaign.objects.filter(pk=campaign_id).first()
         if campaign is None:
             return
-        llm.tls_context()  # built once per process: 80 ms, else paid by the first turn's embedding request
-        memory_section.warm(campaign)
-        retrieval.library_index(campaign.pk).warm(embedding_model(campaign))
+        _warm_http()
+        _indexes(campaign)
+        for name in TEMPLATES:
+            get_template(name)
         try:
             # Read-only: the tokenizer, the state's caches, the checkpoint's check, the knowledge stems.
             context.build(campaign, lineage.path_of(campaign), context.Action(mode="continue"))

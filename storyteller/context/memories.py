@@ -186,11 +186,6 @@ def section(campaign, path, query, *, top_k=None):
                    components=used), report
 
 
-def warm(campaign):
-    """Read ``campaign``'s memories and their vectors into the turn's index now, so the next turn finds them hot."""
-    bank_index(campaign.pk).vectors(embedding_model(campaign))
-
-
 class _Picked:
     """``values[rows[i]]`` for candidate ``i``: per-row data read only for the candidates ranking reaches."""
 
@@ -271,7 +266,7 @@ class BankIndex:
         """Return (the unit vectors from ``model``, each memory's row in them or -1), read once per change."""
         cached = self._vectors.get(model)
         if cached is None:
-            with _cache_lock:
+            with _loading(self.campaign_id):
                 cached = self._vectors.get(model)
                 if cached is None:
                     cached = self._vectors[model] = _vectors_for(self.campaign_id, model, self.ids)
@@ -284,11 +279,23 @@ def bank_index(campaign_id):
         cursor.execute("SELECT generation FROM memory_bankstamp WHERE campaign_id = %s", [campaign_id])
         found = cursor.fetchone()
     generation = found[0] if found else 0
+    index = _kept(campaign_id, generation)
+    if index is not None:
+        return index
+    with _loading(campaign_id):  # one reader at a time: a turn waits for the warm-up instead of doubling it
+        return _kept(campaign_id, generation) or _read_bank(campaign_id, generation)
+
+
+def _kept(campaign_id, generation):
     with _cache_lock:
         index = _banks.get(campaign_id)
         if index is not None and index.generation == generation:
             _banks.move_to_end(campaign_id)
             return index
+    return None
+
+
+def _read_bank(campaign_id, generation):
     query = (Memory.objects.filter(campaign_id=campaign_id).order_by()
              .values_list("id", "branch_id", "depth", "forgotten", "enabled", "revision", "authority", "pinned"))
     sql, params = query.query.sql_with_params()
@@ -306,6 +313,12 @@ def bank_index(campaign_id):
         while len(_banks) > CACHED_CAMPAIGNS:
             _banks.popitem(last=False)
     return index
+
+
+def _loading(campaign_id):
+    """Return the lock held while ``campaign_id``'s bank is read."""
+    with _cache_lock:
+        return _locks.setdefault(campaign_id, threading.Lock())
 
 
 def forget():
@@ -395,3 +408,4 @@ _banks = OrderedDict()
 CACHED_CAMPAIGNS = 8
 WORDS_BATCH = 900  # ids per query, under SQLite's parameter limit
 _cache_lock = threading.RLock()
+_locks = {}  # campaign id -> the lock held while its bank is read

@@ -892,6 +892,7 @@ class _Trace:
 
     STEPS = {
         "start fragment": ("storyteller.consumers", "_render_start"),
+        "indexes (off-thread)": ("storyteller.warming", "indexes"),
         "read": ("storyteller.turns", "_read"),
         "embedding request": ("storyteller.turns", "queries_embedded"),
         "memory": ("storyteller.context.memories", "section"),
