@@ -95,7 +95,7 @@ def query_for(campaign, path, action, current=None):
 
 
 def has_knowledge(campaign):
-    return Source.objects.filter(campaign=campaign, enabled=True).exists()
+    return any(source.enabled for source in retrieval.library_index(campaign.pk).sources.values())
 
 
 def rules_section():
@@ -109,8 +109,8 @@ def standing_section(campaign):
     # The sources first (a few rows), then their passages by the (source, index) index: asking for the
     # campaign's passages joined to their sources read all 20,000 of a large library to find none (bench
     # "overhead": 8 ms a turn with no source always included).
-    standing = list(Source.objects.filter(campaign=campaign, enabled=True, always_include=True).order_by()
-                    .values_list("pk", flat=True))
+    standing = [pk for pk, source in retrieval.library_index(campaign.pk).sources.items()
+                if source.enabled and source.always_include]
     passages = (Passage.objects.filter(source_id__in=standing).select_related("source").order_by("source_id", "index")
                 if standing else [])
     items = [_item(passage, None) for passage in passages]

@@ -318,7 +318,7 @@ def _read_bank(campaign_id, generation):
 def _loading(campaign_id):
     """Return the lock held while ``campaign_id``'s bank is read."""
     with _cache_lock:
-        return _locks.setdefault(campaign_id, threading.Lock())
+        return _locks.setdefault(campaign_id, threading.RLock())
 
 
 def forget():
