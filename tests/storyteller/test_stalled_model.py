@@ -160,3 +160,4 @@ async def test_a_page_waiting_for_the_model_server_freezes_no_websocket(
         narrator_server.clear_failures()
         waiting.cancel()
         await asyncio.gather(waiting, return_exceptions=True)
+
