@@ -17,7 +17,7 @@ from knowledge import retrieval
 from knowledge.models import Passage, Source
 
 from .. import tokens
-from .layers import DYNAMIC_TAIL, STABLE_PREFIX, Section
+from .layers import DYNAMIC_TAIL, STABLE_PREFIX, Section, newest_narration
 
 STANDING_SHARE = 0.20
 RETRIEVED_SHARE = 0.33
@@ -67,14 +67,14 @@ class Item:
     cost: int
 
 
-def query_for(campaign, path, action, current=None):
+def query_for(campaign, path, action, current=None, narration=None):
     """Return the retrieval Query for this turn: the player's input plus the scene.
 
     The scene is the authoritative state's: its summary, its place and who is
     there. Before the state has recorded a scene, the latest reply stands in
     for it. Every entity the state knows is a standing name: mentioned alone,
-    it does not admit a passage. ``current`` is the turn's part of the state,
-    when the caller has read it.
+    it does not admit a passage. ``current`` is the turn's part of the state
+    and ``narration`` the newest reply's text, when the caller has read them.
     """
     # Only the turn's part of the state: the scene, its place, who is there and
     # every entity's name (the base); the full fold costs 100-200 ms at 5,000 facts.
@@ -86,7 +86,7 @@ def query_for(campaign, path, action, current=None):
     if scene:
         setting = scene.value
     else:
-        setting = path.nodes().order_by("-depth").exclude(role="player").values_list("text", flat=True).first() or ""
+        setting = newest_narration(path) if narration is None else narration
     parts = [action.text, action.direction, setting, current.name_of(place) if place else "", *present]
     text = "\n".join(part.strip() for part in parts if part and part.strip())
     standing = [current.name_of(state.PROTAGONIST), *(record.value for record in current.entities()

@@ -26,7 +26,7 @@ from memory import ranking
 from memory.models import Memory, MemoryVector
 
 from .. import llm, tokens
-from .layers import DYNAMIC_TAIL, Section
+from .layers import DYNAMIC_TAIL, Section, newest_narration
 
 INPUT_TOKENS = 200
 SCENE_TOKENS = 60
@@ -53,12 +53,13 @@ class Query:
         return tuple(sorted(ranking.fold_terms(retrieval.meaningful_terms(self.input))))
 
 
-def query_for(campaign, path, action, current=None):
+def query_for(campaign, path, action, current=None, narration=None):
     """Return the memory Query for ``action`` after ``path`` (not yet embedded).
 
     A continue has no input: the context alone is searched. A retry passes
     the path before the discarded reply, so that reply is not in the context.
-    ``current`` is the turn's part of the state, when the caller has read it.
+    ``current`` is the turn's part of the state and ``narration`` the newest
+    reply's text, when the caller has read them.
     """
     # The turn's part of the state is enough to name the scene, its place and
     # who is there; the full fold costs 100-200 ms at 5,000 facts.
@@ -69,8 +70,8 @@ def query_for(campaign, path, action, current=None):
     present = [current.name_of(key) for key in current.present() if key != state.PROTAGONIST]
     scene_text = "\n".join(part for part in (scene.value if scene else "", current.name_of(place) if place else "",
                                               ", ".join(present)) if part)
-    narration = (path.nodes().exclude(role="player").order_by("-depth").values_list("text", flat=True).first()
-                 or "")
+    if narration is None:
+        narration = newest_narration(path)
     context = "\n".join(part for part in (tokens.cut(scene_text, SCENE_TOKENS),
                                           tokens.cut_end(narration, NARRATION_TOKENS)) if part.strip())
     text = action.text if action.mode != "continue" else ""

@@ -16,6 +16,7 @@ from knowledge.importer import embedding_model
 
 from . import knowledge
 from . import memories as memory_section
+from .layers import newest_narration
 
 
 @dataclass(frozen=True)
@@ -52,12 +53,14 @@ class Queries:
 def queries_for(campaign, path, action):
     """Return the Queries for ``action`` after ``path``, with the texts still to embed.
 
-    The state's part for the turn is read once for both queries.
+    The state's part for the turn and the newest reply are read once for both queries.
     """
     current = state.state_for_turn(path, campaign, action.text)
+    narration = newest_narration(path)
     found, knowledge_texts = None, []
     if knowledge.has_knowledge(campaign):
-        found, knowledge_texts = retrieval.query_texts(campaign, knowledge.query_for(campaign, path, action, current))
+        found, knowledge_texts = retrieval.query_texts(
+            campaign, knowledge.query_for(campaign, path, action, current, narration))
     remembered, memory_texts = memory_section.query_texts(
-        campaign, path, memory_section.query_for(campaign, path, action, current))
+        campaign, path, memory_section.query_for(campaign, path, action, current, narration))
     return Queries(found, remembered, embedding_model(campaign), tuple(knowledge_texts), tuple(memory_texts))
