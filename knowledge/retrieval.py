@@ -432,6 +432,14 @@ class LibraryIndex:
         for pk in self.sources:
             self._block(pk, model)
 
+    def sample_vector(self, model):
+        """Return one stored unit vector from ``model`` (for a warm-up's rehearsal), or None."""
+        for pk in self.sources:
+            ids, matrix = self._block(pk, model)
+            if len(ids):
+                return tuple(matrix[0].tolist())
+        return None
+
     def _block(self, source_id, model):
         key = (source_id, self.sources[source_id].updated_at, model)
         block = self._blocks.get(key)

@@ -80,6 +80,18 @@ def _indexes(campaign):
     retrieval.library_index(campaign.pk).warm(model)
 
 
+def _rehearse(campaign, path):
+    """Rank once by meaning, with a stored vector as the query: numpy's and the ranking's first calls are slow."""
+    model = embedding_model(campaign)
+    matrix, _ = memory_section.bank_index(campaign.pk).vectors(model)
+    if len(matrix):
+        vector = tuple(matrix[0].tolist())
+        memory_section.section(campaign, path, memory_section.Query("", "", vector, vector, model))
+    vector = retrieval.library_index(campaign.pk).sample_vector(model)
+    if vector is not None:
+        retrieval.retrieve(campaign, retrieval.Query("", (), vector, model))
+
+
 def warm(campaign_id):
     """Read everything a turn of ``campaign_id`` keeps in memory: its bank, its library, its prompt's parts."""
     try:
@@ -90,11 +102,13 @@ def warm(campaign_id):
         _indexes(campaign)
         for name in TEMPLATES:
             get_template(name)
+        path = lineage.path_of(campaign)
         try:
             # Read-only: the tokenizer, the state's caches, the checkpoint's check, the knowledge stems.
-            context.build(campaign, lineage.path_of(campaign), context.Action(mode="continue"))
+            context.build(campaign, path, context.Action(mode="continue"))
         except context.ContextOverflow:
             pass  # the turn will say so, or summarise first
+        _rehearse(campaign, path)
     except Exception:  # noqa: BLE001 — a cold cache is slower, never wrong
         logger.exception("warming campaign %s failed", campaign_id)
     finally:
