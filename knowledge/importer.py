@@ -8,12 +8,13 @@ model server and are a rebuildable cache: when they fail, lexical retrieval
 carries the source and the failure is recorded on it (seed 003 §58).
 """
 
+import asyncio
 import hashlib
 import unicodedata
 from pathlib import PurePath
 
 import numpy as np
-from asgiref.sync import async_to_sync
+from asgiref.sync import async_to_sync, sync_to_async
 from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
@@ -130,27 +131,61 @@ def embed_source(source, embedder=None):
     """Embed every passage of ``source`` and record the outcome on it; return the semantic state.
 
     Never raises for a model failure: the source stays usable lexically and
-    ``semantic_detail`` says what went wrong.
+    ``semantic_detail`` says what went wrong. It waits for the model on the
+    calling thread: for commands and tests; pages and sockets use
+    ``aembed_source``.
     """
     embedder = embedder or llm.embedder_for(embedding_model(source.campaign))
-    passages = list(source.passages.order_by("index").only("id", "text", "heading_path"))
+    passages = _passages(source)
     try:
-        vectors = []
-        for start in range(0, len(passages), EMBED_BATCH):
-            batch = passages[start:start + EMBED_BATCH]
-            vectors += async_to_sync(embedder.embed)([document_text(embedder.model, p) for p in batch])
-    except llm.EmbeddingUnavailable as error:
-        return _record_semantic(source, Source.IndexState.UNAVAILABLE,
-                                f"No embedding model: {error} Retrieval uses the full-text index only.")
+        vectors = async_to_sync(_vectors)(embedder, passages)
     except llm.NarratorError as error:
-        return _record_semantic(source, Source.IndexState.FAILED,
-                                f"Embedding with {embedder.model} failed: {error} Retrieval uses the full-text "
-                                "index only until the index is rebuilt.")
+        return _record_semantic(source, *_failure(error, embedder.model))
+    return _store_vectors(source, embedder.model, passages, vectors)
+
+
+async def aembed_source(source, embedder=None):
+    """See embed_source(): the database on its own thread, the model asked from the event loop.
+
+    A slow model server then holds up nobody else's database work (issue 10).
+    """
+    if embedder is None:
+        model = await sync_to_async(lambda: embedding_model(source.campaign))()
+        embedder = await asyncio.to_thread(llm.embedder_for, model)
+    passages = await sync_to_async(_passages)(source)
+    try:
+        vectors = await _vectors(embedder, passages)
+    except llm.NarratorError as error:
+        return await sync_to_async(_record_semantic)(source, *_failure(error, embedder.model))
+    return await sync_to_async(_store_vectors)(source, embedder.model, passages, vectors)
+
+
+def _passages(source):
+    return list(source.passages.order_by("index").only("id", "text", "heading_path"))
+
+
+async def _vectors(embedder, passages):
+    vectors = []
+    for start in range(0, len(passages), EMBED_BATCH):
+        batch = passages[start:start + EMBED_BATCH]
+        vectors += await embedder.embed([document_text(embedder.model, p) for p in batch])
+    return vectors
+
+
+def _failure(error, model):
+    """Return (semantic state, detail in words) for an embedding that failed with ``error``."""
+    if isinstance(error, llm.EmbeddingUnavailable):
+        return Source.IndexState.UNAVAILABLE, f"No embedding model: {error} Retrieval uses the full-text index only."
+    return (Source.IndexState.FAILED, f"Embedding with {model} failed: {error} Retrieval uses the full-text index "
+                                      "only until the index is rebuilt.")
+
+
+def _store_vectors(source, model, passages, vectors):
     now = timezone.now()
     for passage, vector in zip(passages, vectors):
         array = np.asarray(vector, dtype=np.float32)
         passage.embedding = array.tobytes()
-        passage.embedding_model = embedder.model
+        passage.embedding_model = model
         passage.embedding_dims = array.shape[0]
         passage.embedded_at = now
     with transaction.atomic():

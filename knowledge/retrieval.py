@@ -11,13 +11,15 @@ it orders what matched and never rescues what did not.
 FTS5 and the vectors, always within one campaign, and never writes.
 """
 
+import asyncio
 import re
 import threading
 import unicodedata
+from collections import OrderedDict
 from dataclasses import dataclass, field, replace
 
 import numpy as np
-from asgiref.sync import async_to_sync
+from asgiref.sync import async_to_sync, sync_to_async
 from django.db import connection
 
 from storyteller import llm
@@ -192,50 +194,82 @@ def semantic_floor(model):
     return SEMANTIC_FLOORS.get(model.split(":")[0].rsplit("/", 1)[-1]) if model else None
 
 
-def embed_query(campaign, query):
-    """Return ``query`` with its vector, or with the reason semantic retrieval is off. One model call at most."""
+def query_texts(campaign, query):
+    """Return (``query``, the texts to embed for it): no texts, and the reason on the query, when none are needed.
+
+    Read-only and model-free: the caller embeds the texts (with
+    ``query.model``), off the database's thread, and hands the vectors to
+    ``embedded``.
+    """
     model = embedding_model(campaign)
     if not Passage.objects.filter(campaign=campaign, embedding_model=model, source__enabled=True,
                                   source__semantic_state=Source.IndexState.READY).exists():
         detail = (Source.objects.filter(campaign=campaign, enabled=True).exclude(semantic_detail="")
                   .values_list("semantic_detail", flat=True).first())
-        return _note(query, model, detail or f"no enabled source has vectors from {model}; lexical retrieval only")
+        return _note(query, model, detail or f"no enabled source has vectors from {model}; lexical retrieval only"), []
     if semantic_floor(model) is None:
         return _note(query, model, f"{model} has no measured similarity floor, so its similarities are not trusted; "
-                                   "lexical retrieval only")
-    embedder = llm.embedder_for(model)
+                                   "lexical retrieval only"), []
+    return replace(query, model=model), [prefixes(model)[1] + query.text]
+
+
+def embedded(query, vectors=None, *, error=None):
+    """Return ``query`` with its vector (``vectors``: one per text ``query_texts`` gave), or with why it has none."""
+    if error is not None:
+        return _note(query, query.model, f"the query could not be embedded ({error}); lexical retrieval only")
+    (vector,) = vectors
+    return Query(query.text, query.standing_names, tuple(vector), query.model, "")
+
+
+async def aembed_query(campaign, query):
+    """Return ``query`` with its vector, or with the reason semantic retrieval is off. One model call at most.
+
+    The database is read on its own thread and the model is asked from the
+    event loop, so a slow model server holds up nobody else.
+    """
+    query, texts = await sync_to_async(query_texts)(campaign, query)
+    if not texts:
+        return query
+    embedder = await asyncio.to_thread(llm.embedder_for, query.model)
     try:
-        (vector,) = async_to_sync(embedder.embed)([prefixes(model)[1] + query.text])
+        return embedded(query, await embedder.embed(texts))
     except llm.NarratorError as error:
-        return _note(query, model, f"the query could not be embedded ({error}); lexical retrieval only")
-    return Query(query.text, query.standing_names, tuple(vector), model, "")
+        return embedded(query, error=error)
+
+
+def embed_query(campaign, query):
+    """See aembed_query(); it waits for the model on the calling thread: for commands and tests only."""
+    query, texts = query_texts(campaign, query)
+    if not texts:
+        return query
+    embedder = llm.embedder_for(query.model)
+    try:
+        return embedded(query, async_to_sync(embedder.embed)(texts))
+    except llm.NarratorError as error:
+        return embedded(query, error=error)
 
 
 def retrieve(campaign, query, *, exclude_always_included=True):
     """Return the Retrieval for ``query`` in ``campaign``: enabled, ready sources of this campaign only."""
     query_terms = meaningful_terms(query.text)[:MAX_QUERY_TERMS]
     standing_terms = frozenset(term for name in query.standing_names for term in meaningful_terms(name))
-    # Unordered (order_by()): every read here builds a dict, and the models'
-    # default orderings join the campaign (and the source) only to sort.
-    sources = Source.objects.filter(campaign=campaign, enabled=True).order_by()
-    if exclude_always_included:
-        sources = sources.filter(always_include=False)
-    classes = dict(sources.values_list("id", "classification"))
+    library = library_index(campaign.pk)
+    sources = {pk: source for pk, source in library.sources.items()
+               if source.enabled and not (exclude_always_included and source.always_include)}
     candidates = {}
-    if query_terms and classes:
+    if query_terms and sources:
         found = _lexical(campaign.pk, query_terms, exclude_always_included)
-        rows = (Passage.objects.filter(pk__in=[pk for pk, _, _ in found]).order_by()
-                .values_list("id", "heading_path", "text"))
-        matched = _terms_in(rows, {_stem(term): term for term in query_terms})
+        matched = library.terms_in([pk for pk, _, _ in found], {_stem(term): term for term in query_terms})
         for passage_id, source_id, score in found:
-            terms = matched[passage_id]
-            candidates[passage_id] = Candidate(passage_id, source_id, classes[source_id], lexical=score, terms=terms)
+            candidates[passage_id] = Candidate(passage_id, source_id, sources[source_id].classification,
+                                               lexical=score, terms=matched[passage_id])
     floor = semantic_floor(query.model) if query.vector is not None else None
     semantic = {"used": floor is not None, "model": query.model, "floor": floor, "note": query.semantic_note}
     if floor is not None:
-        ready = {pk for pk, state in sources.values_list("id", "semantic_state") if state == Source.IndexState.READY}
-        for passage_id, source_id, cosine in _semantic(campaign.pk, query, ready, floor):
-            existing = candidates.get(passage_id) or Candidate(passage_id, source_id, classes[source_id])
+        ready = [pk for pk, source in sources.items() if source.semantic_state == Source.IndexState.READY]
+        for passage_id, source_id, cosine in library.semantic(query.model, query.vector, ready, floor):
+            existing = candidates.get(passage_id) or Candidate(passage_id, source_id,
+                                                               sources[source_id].classification)
             candidates[passage_id] = replace(existing, cosine=cosine)
     hits = rank(list(candidates.values()), query_terms=query_terms, standing_terms=standing_terms,
                 floor=floor)[:MAX_HITS]
@@ -294,25 +328,6 @@ def _eligible(cursor, campaign_id, passage_ids, exclude_always_included):
     return dict(cursor.fetchall())
 
 
-def _terms_in(rows, by_stem):
-    """Return {passage id: the query terms it contains as whole words} for ``rows`` of (id, heading, text).
-
-    ``by_stem`` maps crude stem -> query term. FTS5 has already said the
-    passages match; this says which terms, for admission and for the
-    inspector. Asking FTS5 term by term cost 40 ms a query over 20,000
-    passages; comparing the words of 40 loaded rows, 2. Each distinct word of
-    all the rows is stemmed once (prose shares most of its words between
-    passages), then each passage's words meet the matching ones as a set.
-    """
-    words = {pk: set(_WORD.findall(f"{heading}\n{text}".lower())) for pk, heading, text in rows}
-    matching = {}
-    for word in set().union(*words.values()):
-        term = by_stem.get(_STEMS.get(word) or _stem(word))
-        if term is not None:
-            matching[word] = term
-    return {pk: frozenset(matching[word] for word in own & matching.keys()) for pk, own in words.items()}
-
-
 # Stems already computed, by word: a plain dict read is a third of the cost of
 # an lru_cache hit, and the 40 candidates' 3,500 distinct words are looked up
 # on every retrieval. Emptied when full, so it stays bounded.
@@ -343,44 +358,149 @@ def _quoted(term):
     return '"' + term.replace('"', '""') + '"'
 
 
-def _semantic(campaign_id, query, ready_sources, floor):
-    ids, sources, matrix = _vectors(campaign_id, query.model)
-    vector = np.asarray(query.vector, dtype=np.float32)
-    if not len(ids) or matrix.shape[1] != vector.shape[0]:
-        return []
-    vector /= np.linalg.norm(vector) or 1.0
-    # einsum, not @: BLAS's worker threads spin after a product and slowed the
-    # next query's FTS5 search threefold on two cores (bench "knowledge").
-    cosines = np.einsum("ij,j->i", matrix, vector)
-    keep = (cosines >= floor) & np.isin(sources, np.fromiter(ready_sources, dtype=np.int64))
-    return [(int(ids[i]), int(sources[i]), float(cosines[i])) for i in np.flatnonzero(keep)]
+@dataclass(frozen=True)
+class _SourceRow:
+    updated_at: object
+    classification: str
+    enabled: bool
+    always_include: bool
+    semantic_state: str
 
 
-# The campaign's vectors as one normalised float32 matrix, kept between turns:
-# reading 20,000 768-dim vectors out of SQLite takes about 750 ms, far more
-# than the 80 ms a hybrid retrieval may take. Every write of vectors or
-# passages goes through the importer, which touches the source's updated_at,
-# so the sources' (id, updated_at) pairs say when the matrix is stale.
-_cache = {}
-_cache_lock = threading.Lock()
+class LibraryIndex:
+    """One campaign's library as retrieval needs it, held between turns (bench "overhead", issue 16).
+
+    The sources' settings come from one read per retrieval; each source's
+    vectors are a unit matrix read once and kept while the source's
+    ``updated_at`` stands (every write of vectors or passages goes through
+    the importer, which touches it), so an import reads only the new source
+    and a turn's cosines are one product per source. Each passage's word
+    stems are kept once a search has read its text: they are what admission
+    and the inspector compare with the query's terms.
+    """
+
+    def __init__(self, campaign_id, sources, previous=None):
+        self.campaign_id, self.sources = campaign_id, sources
+        self.stamp = tuple(sorted((pk, source.updated_at) for pk, source in sources.items()))
+        kept = previous is not None and previous.stamp == self.stamp
+        self._stems = previous._stems if kept else OrderedDict()
+        self._blocks = {} if previous is None else {
+            key: block for key, block in previous._blocks.items()
+            if key[0] in sources and sources[key[0]].updated_at == key[1]}
+
+    def terms_in(self, passage_ids, by_stem):
+        """Return {passage id: the query terms it contains as whole words}; ``by_stem`` maps stem -> query term.
+
+        FTS5 has already said the passages match; this says which terms, for
+        admission and for the inspector. Asking FTS5 term by term cost 40 ms
+        a query over 20,000 passages; comparing the stems of 40 passages,
+        kept from their first reading, costs a set intersection each.
+        """
+        with _cache_lock:
+            missing = [pk for pk in passage_ids if pk not in self._stems]
+        if missing:
+            rows = Passage.objects.filter(pk__in=missing).order_by().values_list("id", "heading_path", "text")
+            words = {pk: set(_WORD.findall(f"{heading}\n{text}".lower())) for pk, heading, text in rows}
+            # Prose shares most of its words between passages: each distinct word is stemmed once.
+            stem_of = {word: _stem(word) for word in set().union(*words.values())}
+            read = {pk: frozenset(map(stem_of.__getitem__, own)) for pk, own in words.items()}
+            with _cache_lock:
+                self._stems.update(read)
+                while len(self._stems) > CACHED_PASSAGES:
+                    self._stems.popitem(last=False)
+        with _cache_lock:
+            stems = {pk: self._stems.get(pk, frozenset()) for pk in passage_ids}
+        return {pk: frozenset(by_stem[stem] for stem in by_stem.keys() & own) for pk, own in stems.items()}
+
+    def semantic(self, model, vector, sources, floor):
+        """Return [(passage id, source id, cosine)] at or over ``floor`` in ``sources``, source by source."""
+        vector = np.asarray(vector, dtype=np.float32)
+        vector /= np.linalg.norm(vector) or 1.0
+        found = []
+        for pk in sorted(sources):
+            ids, matrix = self._block(pk, model)
+            if not len(ids) or matrix.shape[1] != vector.shape[0]:
+                continue
+            # einsum, not @: BLAS's worker threads spin after a product and slowed the
+            # next query's FTS5 search threefold on two cores (bench "knowledge").
+            cosines = np.einsum("ij,j->i", matrix, vector)
+            found += [(int(ids[i]), pk, float(cosines[i])) for i in np.flatnonzero(cosines >= floor)]
+        return found
+
+    def warm(self, model):
+        """Read every source's vectors from ``model`` now, so the next turn finds them in memory."""
+        for pk in self.sources:
+            self._block(pk, model)
+
+    def sample_vector(self, model):
+        """Return one stored unit vector from ``model`` (for a warm-up's rehearsal), or None."""
+        for pk in self.sources:
+            ids, matrix = self._block(pk, model)
+            if len(ids):
+                return tuple(matrix[0].tolist())
+        return None
+
+    def _block(self, source_id, model):
+        key = (source_id, self.sources[source_id].updated_at, model)
+        block = self._blocks.get(key)
+        if block is None:
+            with _loading(self.campaign_id):  # a turn waits for the warm-up instead of doubling it
+                block = self._blocks.get(key) or self._read_block(key)
+        return block
+
+    def _read_block(self, key):
+        source_id, _, model = key
+        rows = Passage.objects.filter(source_id=source_id, embedding_model=model, embedding__isnull=False)
+        data = list(rows.order_by().values_list("id", "embedding"))
+        dims = max((len(blob) // 4 for _, blob in data), default=0)
+        data = [(pk, blob) for pk, blob in data if len(blob) // 4 == dims]
+        matrix = np.zeros((0, dims), np.float32)
+        if data:
+            matrix = np.vstack([np.frombuffer(blob, dtype=np.float32) for _, blob in data])
+            norms = np.linalg.norm(matrix, axis=1, keepdims=True)
+            matrix = matrix / np.where(norms == 0, 1, norms)
+        block = self._blocks[key] = (np.array([pk for pk, _ in data], np.int64), matrix)
+        return block
 
 
-def _vectors(campaign_id, model):
-    stamp = tuple(Source.objects.filter(campaign_id=campaign_id).order_by("pk").values_list("pk", "updated_at"))
-    key = (campaign_id, model)
+def library_index(campaign_id):
+    """Return the campaign's LibraryIndex, its sources read now and its vectors and stems kept where unchanged."""
+    # Through the cursor: a turn reads the sources up to three times (whether there is knowledge, the
+    # always-included canon, retrieval), and the ORM took longer to build this read than SQLite to answer it.
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT id, updated_at, classification, enabled, always_include, semantic_state "
+                       "FROM knowledge_source WHERE campaign_id = %s", [campaign_id])
+        sources = {pk: _SourceRow(updated, cls, bool(enabled), bool(always), state)
+                   for pk, updated, cls, enabled, always, state in cursor.fetchall()}
     with _cache_lock:
-        cached = _cache.get(key)
-    if cached and cached[0] == stamp:
-        return cached[1]
-    rows = Passage.objects.filter(campaign_id=campaign_id, embedding_model=model, embedding__isnull=False)
-    data = list(rows.values_list("id", "source_id", "embedding"))
-    if not data:
-        value = (np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros((0, 0), np.float32))
-    else:
-        matrix = np.vstack([np.frombuffer(blob, dtype=np.float32) for _, _, blob in data])
-        norms = np.linalg.norm(matrix, axis=1, keepdims=True)
-        matrix = matrix / np.where(norms == 0, 1, norms)
-        value = (np.array([r[0] for r in data], np.int64), np.array([r[1] for r in data], np.int64), matrix)
+        previous = _libraries.get(campaign_id)
+        if previous is not None and previous.sources == sources:
+            _libraries.move_to_end(campaign_id)
+            return previous
+        index = _libraries[campaign_id] = LibraryIndex(campaign_id, sources, previous)
+        _libraries.move_to_end(campaign_id)
+        while len(_libraries) > CACHED_CAMPAIGNS:
+            _libraries.popitem(last=False)
+    return index
+
+
+def _loading(campaign_id):
+    """Return the lock held while ``campaign_id``'s vectors are read."""
     with _cache_lock:
-        _cache[key] = (stamp, value)
-    return value
+        return _locks.setdefault(campaign_id, threading.RLock())
+
+
+def forget():
+    """Drop every cached library (tests do, since a rolled-back test's ids come back with other rows)."""
+    with _cache_lock:
+        _libraries.clear()
+        _STEMS.clear()
+
+
+# The libraries of the campaigns played lately, least recently used first. Reading 20,000
+# 768-dim vectors out of SQLite takes about 750 ms, far more than a retrieval may take.
+_libraries = OrderedDict()
+CACHED_CAMPAIGNS = 8
+CACHED_PASSAGES = 20_000  # stems kept per campaign: a few megabytes
+_cache_lock = threading.RLock()
+_locks = {}  # campaign id -> the lock held while its vectors are read

@@ -69,11 +69,15 @@ def _upload(request, pk):
     campaign = campaign_for_user(request, pk)
     form = UploadForm(request.POST)
     files = request.FILES.getlist("files")
-    results = []
+    imported = []
     if form.is_valid() and files:
-        results = [_import_one(campaign, upload, form.cleaned_data) for upload in files]
+        imported = [_import_one(campaign, upload, form.cleaned_data) for upload in files]
     elif not files:
         form.add_error(None, "Choose one or more .md or .txt files to import.")
+    return campaign, form, imported
+
+
+def _render_upload(request, campaign, form, results):
     context = _page_context(campaign, results=results)
     context["form"] = form
     status = 200 if any(ok for ok, _ in results) else 400
@@ -82,6 +86,7 @@ def _upload(request, pk):
 
 
 def _import_one(campaign, upload, options):
+    """Return (imported, what to tell the person, the new source or None)."""
     try:
         importer.check_size(upload.name, upload.size)
         source = importer.import_source(
@@ -89,12 +94,8 @@ def _import_one(campaign, upload, options):
             always_include=options["always_include"], allow_duplicate=options["allow_duplicate"],
         )
     except importer.ImportRefused as refusal:
-        return False, str(refusal)
-    importer.embed_source(source)
-    message = f"Imported {upload.name} as “{source.title}” ({source.get_classification_display()})."
-    if source.semantic_detail:
-        message += f" {source.semantic_detail}"
-    return True, message
+        return False, str(refusal), None
+    return True, f"Imported {upload.name} as “{source.title}” ({source.get_classification_display()}).", source
 
 
 @login_required
@@ -178,19 +179,27 @@ def _rebuild(request, pk):
         importer.recut_source(source)
         importer.embed_source(source)
     template = "knowledge/knowledge.html#sources" if request.htmx else "knowledge/knowledge.html"
-    return render(request, template, _page_context(campaign, rebuilt=True))
+    return await sync_to_async(lambda: render(request, template, _page_context(campaign, rebuilt=True)))()
+
+
+def _recut_all(request, pk):
+    campaign = campaign_for_user(request, pk)
+    sources = list(Source.objects.filter(campaign=campaign).select_related("campaign"))
+    for source in sources:
+        importer.recut_source(source)
+    return campaign, sources
 
 
 @login_required
 @require_GET
-def search(request, pk):
-    campaign = campaign_for_user(request, pk)
+async def search(request, pk):
+    campaign = await sync_to_async(campaign_for_user)(request, pk)
     text = request.GET.get("q", "").strip()[:500]
     result = None
     if text:
-        query = retrieval.embed_query(campaign, retrieval.Query(text))
-        result = retrieval.retrieve(campaign, query, exclude_always_included=False)
+        query = await retrieval.aembed_query(campaign, retrieval.Query(text))
+        result = await sync_to_async(retrieval.retrieve)(campaign, query, exclude_always_included=False)
     rows = [(hit, result.passages[hit.passage_id]) for hit in result.hits] if result else []
     context = {"campaign": campaign, "q": text, "result": result, "rows": rows}
     template = "knowledge/search.html#results" if request.htmx else "knowledge/search.html"
-    return render(request, template, context)
+    return await sync_to_async(render)(request, template, context)

@@ -90,6 +90,24 @@ class MemoryVector(models.Model):
         return f"vector of memory {self.memory_id} ({self.model}, {self.dims}-d)"
 
 
+class BankStamp(models.Model):
+    """How many times a campaign's memories (or their vectors) changed in a way retrieval sees.
+
+    Kept by database triggers (migration 0006), so every writer counts — the
+    bank, a bulk update, the admin, another process — and never by hand. The
+    turn's in-process index of the bank compares it once per turn and reads
+    the rows again only when it moved (bench "overhead"). ``record_use``'s
+    counts do not move it. A plain integer, not a foreign key: deleting a
+    campaign deletes its memories, whose triggers must not trip over it.
+    """
+
+    campaign_id = models.BigIntegerField(primary_key=True)
+    generation = models.BigIntegerField(default=0)
+
+    def __str__(self):
+        return f"campaign {self.campaign_id}'s memories, generation {self.generation}"
+
+
 class MemoryRun(models.Model):
     """What the memory step of the post-turn worker did after one reply, failures included."""
 

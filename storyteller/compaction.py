@@ -65,7 +65,6 @@ class _Job:
     plan: budget.Compaction
     previous: str
     passages: list  # (depth, rendered text), oldest first
-    narrator: object
     options: llm.ChatOptions
     chunk_tokens: int
     words: int
@@ -74,8 +73,10 @@ class _Job:
 async def compact(plan):
     """Write the checkpoint ``plan`` asks for and return it, or raise CompactionFailed saying why."""
     job = await database_sync_to_async(_prepare)(plan)
+    # Off the database's thread: choosing the narrator may probe the model server.
+    narrator = await llm.anarrator_for(job.campaign.narrator_model or None)
     summary = job.previous
-    model = job.narrator.model
+    model = narrator.model
     for start, end, text in _chunks(job.passages, job.chunk_tokens):
         messages = [
             {"role": "system", "content": RULES.format(words=job.words)},
@@ -83,7 +84,7 @@ async def compact(plan):
         ]
         try:
             reply = await priority.call(
-                lambda: asyncio.wait_for(job.narrator.complete_json(messages, SCHEMA, job.options), _timeout()))
+                lambda: asyncio.wait_for(narrator.complete_json(messages, SCHEMA, job.options), _timeout()))
         except TimeoutError as error:
             raise CompactionFailed(f"The model {model} did not write the summary within {_timeout():g} s.") from error
         except llm.NarratorError as error:
@@ -209,8 +210,7 @@ def _prepare(plan):
             f"The {campaign.context_token_budget:,}-token window leaves no room to summarise the story "
             f"({chunk:,} tokens a chunk).")
     options = llm.ChatOptions(num_predict=num_predict, num_ctx=campaign.context_token_budget, temperature=0.0)
-    narrator = llm.narrator_for(campaign.narrator_model or None)
-    return _Job(campaign, plan, previous, passages, narrator, options, chunk, words)
+    return _Job(campaign, plan, previous, passages, options, chunk, words)
 
 
 def _chunks(passages, limit):

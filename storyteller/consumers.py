@@ -25,7 +25,7 @@ from campaigns import lineage
 from campaigns.forms import ActionForm
 from campaigns.models import Campaign, Node
 
-from . import turns
+from . import turns, warming
 from .context import Action
 from .views import controls_context, mark_versions
 
@@ -65,6 +65,7 @@ class PlayConsumer(AsyncJsonWebsocketConsumer):
         self.group = f"campaign-{self.campaign_id}"
         await self.channel_layer.group_add(self.group, self.channel_name)
         await self.accept()
+        warming.start(self.campaign_id)  # the first turn after a start finds the campaign's indexes hot
 
     async def disconnect(self, code):
         self.closed = True

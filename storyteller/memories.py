@@ -11,7 +11,7 @@ is reported; the next pass embeds what still has no vector.
 
 import asyncio
 import logging
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from channels.db import database_sync_to_async
 from django.conf import settings
@@ -24,7 +24,7 @@ from knowledge.importer import embedding_model, prefixes
 from memory import bank, blocks
 from memory.models import MemoryRun
 
-from . import llm
+from . import llm, warming
 from .llm import failures, priority
 from .context import layers
 
@@ -73,6 +73,8 @@ async def remember(node_id):
     job = await database_sync_to_async(_prepare)(node_id)
     if job is None:
         return None
+    # Off the database's thread: choosing the narrator may probe the model server.
+    job = replace(job, narrator=await llm.anarrator_for(job.campaign.narrator_model or None))
     written, error = [], None
     for block in job.blocks:
         try:
@@ -97,6 +99,8 @@ async def remember(node_id):
     await database_sync_to_async(bank.record_run)(
         job.node, status=status, written=len(new_ids), evicted=len(evicted), embedded=embedded,
         embedding_note=note, error=error or "")
+    if new_ids or evicted or embedded:
+        warming.start(job.campaign.pk)  # the next turn finds the bank's index holding what was just written
     return status
 
 
@@ -150,8 +154,7 @@ def _prepare(node_id):
             ]
             found.append(_Block(start, end, rows[-1][1], messages))
     options = llm.ChatOptions(num_predict=MAX_TOKENS, num_ctx=campaign.context_token_budget, temperature=0.0)
-    narrator = llm.narrator_for(campaign.narrator_model or None)
-    return _Job(node, campaign, found, narrator, options)
+    return _Job(node, campaign, found, None, options)
 
 
 def block_texts(rows):

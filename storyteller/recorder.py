@@ -88,7 +88,7 @@ Answer {"events": []} when nothing changed."""
 @dataclass(frozen=True)
 class _Job:
     node: Node
-    narrator: object
+    narrator_model: str  # the campaign's, "" for the default
     messages: list
     options: llm.ChatOptions
     attempt: int
@@ -99,10 +99,12 @@ async def record(node_id):
     job = await database_sync_to_async(_prepare)(node_id)
     if job is None:
         return None
-    model = job.narrator.model
+    # Off the database's thread: choosing the narrator may probe the model server.
+    narrator = await llm.anarrator_for(job.narrator_model or None)
+    model = narrator.model
     try:
         reply = await priority.call(
-            lambda: asyncio.wait_for(job.narrator.complete_json(job.messages, SCHEMA, job.options), _timeout()))
+            lambda: asyncio.wait_for(narrator.complete_json(job.messages, SCHEMA, job.options), _timeout()))
         events = _events_of(reply, model)
         await database_sync_to_async(story_state.apply_events)(
             job.node, events, source="recorder", attempt=job.attempt, model=model
@@ -135,8 +137,7 @@ def _prepare(node_id):
         {"role": "user", "content": _prompt(state, player, node)},
     ]
     options = llm.ChatOptions(num_predict=MAX_TOKENS, num_ctx=campaign.context_token_budget, temperature=0.0)
-    narrator = llm.narrator_for(campaign.narrator_model or None)
-    return _Job(node, narrator, messages, options, attempt=(run.attempts if run else 0) + 1)
+    return _Job(node, campaign.narrator_model, messages, options, attempt=(run.attempts if run else 0) + 1)
 
 
 def _prompt(state, player, node):

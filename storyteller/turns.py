@@ -7,6 +7,7 @@ of a reply. The one write a turn may make first is the checkpoint it needs
 (``compaction``): a cache, harmless if the reply then fails.
 """
 
+import asyncio
 import contextlib
 import time
 from dataclasses import dataclass
@@ -16,13 +17,11 @@ from django.db import transaction
 
 from campaigns import lineage, story
 from campaigns.models import Campaign, Node
-from knowledge import retrieval
 from memory import bank
 
-from . import compaction, context, llm, postturn
+from . import compaction, context, llm, postturn, warming
 from .llm import priority
 from .context import Action
-from .context import memories as story_memories
 
 
 class TurnFailed(Exception):
@@ -126,7 +125,7 @@ async def _prepare_compacting(campaign_id, action, retry, notify):
     with what to do, and nothing — no node, no checkpoint — is written.
     """
     try:
-        return await database_sync_to_async(_prepare)(campaign_id, action, retry)
+        return await _prepare(campaign_id, action, retry)
     except context.NeedsCompaction as need:
         if notify is not None:
             await notify(SUMMARISING)
@@ -138,7 +137,7 @@ async def _prepare_compacting(campaign_id, action, retry, notify):
                 "(or raise context_token_budget), then send your action again. Nothing was sent or saved."
             ) from failure
     try:
-        return await database_sync_to_async(_prepare)(campaign_id, action, retry)
+        return await _prepare(campaign_id, action, retry)
     except context.NeedsCompaction as need:
         raise TurnFailed(
             f"{need} A summary was just written but the story still does not fit; raise context_token_budget or "
@@ -146,7 +145,32 @@ async def _prepare_compacting(campaign_id, action, retry, notify):
         ) from need
 
 
-def _prepare(campaign_id, action, retry):
+async def _prepare(campaign_id, action, retry):
+    """Read what the turn needs, embed its queries, build the prompt: three steps, the middle one off the database.
+
+    Every database call of every websocket shares one thread
+    (``database_sync_to_async``), so the model server is asked nothing from
+    it: a stalled embedding would freeze every other person's turn, page and
+    Stop with it (issue 10).
+    """
+    await asyncio.to_thread(warming.indexes, campaign_id)  # a changed bank or library is read off the shared thread
+    reading = await database_sync_to_async(_read)(campaign_id, action, retry)
+    narrator, queries = await asyncio.gather(llm.anarrator_for(reading.campaign.narrator_model or None),
+                                             queries_embedded(reading.queries))
+    ctx = await database_sync_to_async(_build)(reading, narrator, queries)
+    return _Prepared(reading.campaign, reading.expected_head, reading.action, ctx, narrator)
+
+
+@dataclass(frozen=True)
+class _Reading:
+    campaign: Campaign
+    path: object
+    expected_head: tuple
+    action: Action
+    queries: object  # context.Queries, not yet embedded
+
+
+def _read(campaign_id, action, retry):
     campaign = Campaign.objects.get(pk=campaign_id)
     path = lineage.path_of(campaign)
     if retry:
@@ -156,20 +180,36 @@ def _prepare(campaign_id, action, retry):
         action = Action(mode=player.mode, text=player.text, direction=player.direction)
         # The replaced reply is not part of its own retry's prompt.
         path = path.capped(campaign.head_depth - 2)
-    narrator = llm.narrator_for(campaign.narrator_model or None)
-    # The knowledge query's vector is the one model call before the build,
-    # which itself stays read-only and model-free.
-    query = retrieval.embed_query(campaign, context.knowledge_query(campaign, path, action))
-    # The memory query (input and scene) is embedded in one call of its own, also before the build.
-    remembering = story_memories.embed_query(campaign, path, context.memory_query(campaign, path, action))
+    return _Reading(campaign, path, (campaign.head_branch_id, campaign.head_depth), action,
+                    context.queries_for(campaign, path, action))
+
+
+def _build(reading, narrator, queries):
     try:
-        ctx = context.build(campaign, path, action, model=narrator.model, api=narrator.api, query=query,
-                            memory_query=remembering)
+        return context.build(reading.campaign, reading.path, reading.action, model=narrator.model, api=narrator.api,
+                             query=queries.knowledge, memory_query=queries.memory)
     except context.NeedsCompaction:
         raise
     except context.ContextOverflow as error:
         raise TurnFailed(f"{error} Nothing was sent or saved.") from error
-    return _Prepared(campaign, (campaign.head_branch_id, campaign.head_depth), action, ctx, narrator)
+
+
+async def queries_embedded(queries):
+    """Return ``queries`` (context.Queries) with their vectors: every text the turn needs in ONE request.
+
+    The knowledge query and the memory query's two texts go to the campaign's
+    embedding model together; each keeps, in words, why it has no vector when
+    it has none.
+    """
+    texts = queries.texts()
+    if not texts:
+        return queries
+    embedder = await asyncio.to_thread(llm.embedder_for, queries.model)
+    try:
+        vectors = await embedder.embed(texts)
+    except llm.NarratorError as error:
+        return queries.failed(error, embedder.model)
+    return queries.embedded(vectors)
 
 
 def _commit(prepared, reply, retry):

@@ -149,16 +149,27 @@ def campaign_edit(request, pk):
 @login_required
 @require_GET
 @never_cache  # Back must not show a stale story with its controls frozen mid-turn.
-def play(request, pk):
+async def play(request, pk):
+    """The play page; the narrator's name is asked for off the database's thread (it may probe the server)."""
+    if request.htmx:  # another tab moved the story, or a turn ended in a way the page must re-read
+        return await sync_to_async(_play_update)(request, pk)
+    context = await sync_to_async(_play_page_context)(request, pk)
+    context["narrator"] = await llm.anarrator_for(context["campaign"].narrator_model or None)
+    return await sync_to_async(render)(request, "campaigns/play.html", context)
+
+
+def _play_update(request, pk):
+    return render(request, "campaigns/_play_update.html",
+                  play_body_context(campaign_views.campaign_for_user(request, pk)))
+
+
+def _play_page_context(request, pk):
     campaign = campaign_views.campaign_for_user(request, pk)
     context = play_body_context(campaign)
-    if request.htmx:  # another tab moved the story, or a turn ended in a way the page must re-read
-        return render(request, "campaigns/_play_update.html", context)
-    context["narrator"] = llm.narrator_for(campaign.narrator_model or None)
     context["long_run"] = long_run.has_run(campaign.pk)
     context["action_limit"] = MAX_ACTION
     context["direction_limit"] = MAX_DIRECTION
-    return render(request, "campaigns/play.html", context)
+    return context
 
 
 @login_required
@@ -267,6 +278,10 @@ def inspector(request, pk, node_pk):
         "budget": report["budget"],
         "on_path": lineage.path_of(campaign).contains(node.branch_id, node.depth),
     })
+
+
+# The model pages ask the model server and wait for it: async, so the wait
+# holds up no one else's database work (a sync view runs on its shared thread).
 
 
 @login_required

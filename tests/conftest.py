@@ -3,8 +3,10 @@ from django.contrib.auth import get_user_model
 
 from campaigns import story
 from campaigns.models import Campaign, CanonRule
+from knowledge import retrieval
 from memory import checkpoints
-from storyteller import llm, postturn
+from storyteller import llm, postturn, warming
+from storyteller.context import memories as memory_section
 
 pytest_plugins = ["tests.fake_ollama", "tests.llama_server"]
 
@@ -59,12 +61,16 @@ async def narrator_server(fake_ollama, settings):
     settings.STORYTELLER_LLM_API = "ollama"
     yield fake_ollama
     await postturn.settle()
+    await warming.settle()
 
 
 @pytest.fixture(autouse=True)
 def _fresh_checkpoint_checks():
-    """Start each test with no remembered source-hash checks: ids are reused after a test's rollback."""
+    """Start each test with no remembered source-hash checks or retrieval indexes: ids are reused after a
+    test's rollback."""
     checkpoints.forget_checks()
+    memory_section.forget()
+    retrieval.forget()
 
 
 @pytest.fixture(autouse=True)

@@ -2,8 +2,9 @@
 
 from .budget import ContextOverflow, HistoryEntryTooLarge, NeedsCompaction
 from .builder import Action, Context, build, knowledge_query, memory_query, message_for, node_tokens, prefix_hash
+from .queries import Queries, queries_for
 
 __all__ = [
-    "Action", "Context", "ContextOverflow", "HistoryEntryTooLarge", "NeedsCompaction", "build", "knowledge_query",
-    "memory_query", "message_for", "node_tokens", "prefix_hash",
+    "Action", "Context", "ContextOverflow", "HistoryEntryTooLarge", "NeedsCompaction", "Queries", "build",
+    "knowledge_query", "memory_query", "message_for", "node_tokens", "prefix_hash", "queries_for",
 ]

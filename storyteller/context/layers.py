@@ -6,6 +6,8 @@ builder decides what goes in and in which order.
 
 from dataclasses import dataclass, field
 
+from django.db import connection
+
 STABLE_PREFIX = "stable_prefix"
 BRANCH_CONTEXT = "branch_context"
 DYNAMIC_TAIL = "dynamic_tail"
@@ -137,3 +139,21 @@ def summary(checkpoint):
                    components=[{"type": "checkpoint", "id": checkpoint.pk, "branch": checkpoint.branch_id,
                                 "depth": checkpoint.depth, "source_start": checkpoint.source_start,
                                 "source_end": checkpoint.source_end, "origin": checkpoint.origin}])
+
+
+def newest_narration(path):
+    """Return the text of the newest reply on ``path`` (the opening before the first), or "".
+
+    Through the cursor, one indexed read per segment from the head back:
+    both retrieval queries want it every turn, and the ORM took longer to
+    build the read than SQLite to answer it (bench "overhead").
+    """
+    with connection.cursor() as cursor:
+        for segment in path.segments:  # the head's segment first
+            cursor.execute("SELECT text FROM campaigns_node WHERE campaign_id = %s AND branch_id = %s "
+                           "AND depth > %s AND depth <= %s AND role != 'player' ORDER BY depth DESC LIMIT 1",
+                           [path.campaign_id, segment.branch_id, segment.low, segment.high])
+            found = cursor.fetchone()
+            if found:
+                return found[0]
+    return ""

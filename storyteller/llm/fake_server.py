@@ -96,7 +96,8 @@ class WrittenChunk:
 @dataclass
 class _Failure:
     persistent: bool
-    model: str | None = None  # not_found: only this model, or every model when None
+    model: str | None = None  # not_found, stall: only this model, or every model when None
+    path: str | None = None  # stall: only requests to this path, or every path when None
     after_chunks: int = 0  # fail_mid_stream
     message: str = ""  # fail_mid_stream
     seconds: float = 0.0  # stall
@@ -201,9 +202,9 @@ class FakeModelServer:
         """Answer 404 "model not found" for `model` (or any model) as Ollama does."""
         self._set("not_found", _Failure(persistent, model=model))
 
-    def stall(self, seconds: float, *, persistent=False):
-        """Accept the next request, then send nothing for `seconds`."""
-        self._set("stall", _Failure(persistent, seconds=seconds))
+    def stall(self, seconds: float, *, persistent=False, path: str | None = None, model: str | None = None):
+        """Accept the next request (to `path`, for `model`, when given), then send nothing for `seconds`."""
+        self._set("stall", _Failure(persistent, model=model, path=path, seconds=seconds))
 
     def omit_done(self, *, persistent=False):
         """End the next OpenAI stream without its "data: [DONE]" line, as some servers do."""
@@ -258,10 +259,12 @@ class FakeModelServer:
         with self._lock:
             self._failures[kind] = failure
 
-    def _take(self, kind: str, model: str | None = None) -> _Failure | None:
+    def _take(self, kind: str, model: str | None = None, path: str | None = None) -> _Failure | None:
         with self._lock:
             failure = self._failures.get(kind)
             if failure is None or (failure.model is not None and failure.model != model):
+                return None
+            if failure.path is not None and failure.path != path:
                 return None
             if not failure.persistent:
                 del self._failures[kind]
@@ -358,7 +361,8 @@ class _Handler(BaseHTTPRequestHandler):
         body = json.loads(raw) if raw else None
         fake._record(Request(self.command, self.path, body, {k.lower(): v for k, v in self.headers.items()},
                              time.perf_counter()))
-        stall = fake._take("stall")
+        model = body.get("model") if isinstance(body, dict) else None
+        stall = fake._take("stall", model, self.path)
         if stall and fake._stopping.wait(stall.seconds):
             return
         failed = fake._take(f"request {self.path}")
@@ -372,7 +376,6 @@ class _Handler(BaseHTTPRequestHandler):
         if route is None:
             self._send_json(404, {"error": "404 page not found"})
             return
-        model = (body or {}).get("model")
         if model is not None and fake._take("not_found", model):
             message = f'model "{model}" not found, try pulling it first'
             error = {"message": message, "type": "api_error"} if self.path.startswith("/v1/") else message

@@ -190,3 +190,23 @@ def test_another_campaigns_crowd_of_better_matches_does_not_hide_this_campaigns_
     reference = import_fixture(campaign, "reference.md")
     hits = hits_for(campaign, "warp drives between the stars")
     assert hits and {hit.source_id for hit in hits} == {reference.pk}
+
+
+def test_an_import_reads_only_its_own_sources_vectors_and_finds_them_at_once(campaign, narrator_server):
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    canon = import_fixture(campaign, "canon.md")
+    embed_source(canon)
+    vector = np.frombuffer(bytes(canon.passages.get(index=2).embedding), dtype=np.float32)
+    query = Query("nothing lexical here at all", vector=tuple(vector), model="nomic-embed-text")
+    retrieval.retrieve(campaign, query)
+    reference = import_fixture(campaign, "reference.md")
+    embed_source(reference)
+    vector = np.frombuffer(bytes(reference.passages.get(index=1).embedding), dtype=np.float32)
+    with CaptureQueriesContext(connection) as queries:
+        hits = retrieval.retrieve(campaign, Query("nothing lexical", vector=tuple(vector),
+                                                  model="nomic-embed-text")).hits
+    assert hits[0].source_id == reference.pk, "the new source's vectors are there for the very next query"
+    vector_reads = [q["sql"] for q in queries.captured_queries if '"embedding"' in q["sql"]]
+    assert len(vector_reads) == 1 and f"= {reference.pk}" in vector_reads[0], "the kept source is not read again"

@@ -124,3 +124,40 @@ def test_a_memory_without_a_vector_is_still_ranked_on_its_words():
     chosen = ranking.rank([a, b], ("sundial",), semantic=semantic, matrix=matrix, rows=np.arange(len(matrix)))
     by_id = {s.id: s for s in chosen.used}
     assert by_id[1].semantic is None and by_id[1].lexical == 1.0
+
+
+def test_sorting_only_the_best_gives_the_full_sort_s_choice_however_many_tie_or_repeat():
+    # rank sorts only as far down as the choice may reach; a plain full sort is the reference.
+    rng = np.random.default_rng(20)
+    words = ["sundial", "teapot", "mara", "abbey", "bell", "rope"]
+    for trial in range(60):
+        n = int(rng.integers(1, 300))
+        candidates = [candidate(i + 1, " ".join(rng.choice(words, size=int(rng.integers(0, 4)))),
+                                pinned=bool(rng.random() < 0.03)) for i in range(n)]
+        # Few distinct directions: many exact ties and many restatements (cosine 1 between equal rows).
+        matrix = np.vstack([unit(*rng.integers(0, 2, size=3) + 0.01) for _ in range(n)])
+        semantic = ranking.semantic_scores(matrix, np.arange(n), unit(1, 0.5, 0.2)) if trial % 2 else None
+        top_k = int(rng.integers(1, n + 2))
+        chosen = ranking.rank(candidates, ("sundial", "mara"), semantic=semantic, matrix=matrix,
+                              rows=np.arange(n), top_k=top_k)
+        assert [s.id for s in chosen.used] == _reference(candidates, semantic, matrix, top_k), (trial, n, top_k)
+
+
+def _reference(candidates, semantic, matrix, top_k):
+    """The choice written out: pins best first, then the rest best first (ties by id), skipping repeats."""
+    # Without a matrix nothing is a repeat, so every candidate comes back with its score.
+    score = {s.id: s.final for s in ranking.rank(candidates, ("sundial", "mara"), semantic=semantic,
+                                                 top_k=len(candidates) + 1).used}
+    order = sorted(range(len(candidates)), key=lambda i: (-score[candidates[i].id], candidates[i].id))
+    picked = [i for i in order if candidates[i].pinned]
+    for i in order:
+        if len(picked) >= top_k:
+            break
+        if candidates[i].pinned:
+            continue
+        if semantic is not None and any(
+                candidates[j].authority == candidates[i].authority and candidates[j].names == candidates[i].names
+                and float(matrix[i] @ matrix[j]) >= ranking.REDUNDANT_SIMILARITY for j in picked):
+            continue
+        picked.append(i)
+    return [candidates[i].id for i in picked]

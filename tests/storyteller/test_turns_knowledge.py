@@ -64,3 +64,26 @@ async def test_with_the_builtin_narrator_there_is_no_embedding_model_and_the_rep
 
     probe = await query()
     assert probe.vector is None and "No embedding model" in probe.semantic_note
+
+
+async def test_every_query_a_turn_needs_is_embedded_in_one_request(campaign, narrator_server):
+    await indexed_library(campaign)
+
+    @sync_to_async
+    def remember():
+        from memory import bank
+        from storyteller.llm.scripted import vector_for
+
+        memory = bank.add_by_hand(campaign, "Aldric keeps the silver key in his left boot.")
+        bank.store_vectors("nomic-embed-text", [(memory.pk, vector_for(memory.text))])
+
+    await remember()
+    narrator_server.requests.clear()
+    result, _ = await play(campaign, Action(mode="do", text="I ask about warp drives between the stars"))
+    assert [request.path for request in narrator_server.requests] == ["/api/embed", "/api/chat"]
+    [texts] = [body["input"] for body in narrator_server.bodies("/api/embed")]
+    assert len(texts) == 3, "the knowledge query, then the memory query's input and its scene"
+    assert all(text.startswith("search_query: ") for text in texts)
+    report = (await ContextSnapshot.objects.aget(node_id=result.node_id)).report
+    assert report["knowledge"]["semantic"]["used"] and report["memories"]["semantic"]["used"]
+    assert report["memories"]["used"][0]["semantic"] is not None
