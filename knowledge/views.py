@@ -69,15 +69,11 @@ def _upload(request, pk):
     campaign = campaign_for_user(request, pk)
     form = UploadForm(request.POST)
     files = request.FILES.getlist("files")
-    imported = []
+    results = []
     if form.is_valid() and files:
-        imported = [_import_one(campaign, upload, form.cleaned_data) for upload in files]
+        results = [_import_one(campaign, upload, form.cleaned_data) for upload in files]
     elif not files:
         form.add_error(None, "Choose one or more .md or .txt files to import.")
-    return campaign, form, imported
-
-
-def _render_upload(request, campaign, form, results):
     context = _page_context(campaign, results=results)
     context["form"] = form
     status = 200 if any(ok for ok, _ in results) else 400
@@ -86,7 +82,6 @@ def _render_upload(request, campaign, form, results):
 
 
 def _import_one(campaign, upload, options):
-    """Return (imported, what to tell the person, the new source or None)."""
     try:
         importer.check_size(upload.name, upload.size)
         source = importer.import_source(
@@ -94,8 +89,12 @@ def _import_one(campaign, upload, options):
             always_include=options["always_include"], allow_duplicate=options["allow_duplicate"],
         )
     except importer.ImportRefused as refusal:
-        return False, str(refusal), None
-    return True, f"Imported {upload.name} as “{source.title}” ({source.get_classification_display()}).", source
+        return False, str(refusal)
+    importer.embed_source(source)
+    message = f"Imported {upload.name} as “{source.title}” ({source.get_classification_display()})."
+    if source.semantic_detail:
+        message += f" {source.semantic_detail}"
+    return True, message
 
 
 @login_required
@@ -179,15 +178,7 @@ def _rebuild(request, pk):
         importer.recut_source(source)
         importer.embed_source(source)
     template = "knowledge/knowledge.html#sources" if request.htmx else "knowledge/knowledge.html"
-    return await sync_to_async(lambda: render(request, template, _page_context(campaign, rebuilt=True)))()
-
-
-def _recut_all(request, pk):
-    campaign = campaign_for_user(request, pk)
-    sources = list(Source.objects.filter(campaign=campaign).select_related("campaign"))
-    for source in sources:
-        importer.recut_source(source)
-    return campaign, sources
+    return render(request, template, _page_context(campaign, rebuilt=True))
 
 
 @login_required

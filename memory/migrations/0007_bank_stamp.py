@@ -23,7 +23,7 @@ TRIGGERS = {
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('memory', '0005_checkpoints'),
+        ('memory', '0006_text_limits'),
     ]
 
     operations = [
