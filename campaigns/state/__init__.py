@@ -5,7 +5,7 @@
 recorder's outcome per reply is ``RecorderRun`` (no row: still pending).
 """
 
-from .events import CORRECTION_TYPES, RECORDER_TYPES, apply_events, correct, record_failure, validate
+from .events import CORRECTION_TYPES, RECORDER_TYPES, apply_events, correct, record_failure, validate, validate_batch
 from .reading import (
     ENTITY_KINDS,
     PROTAGONIST,
@@ -36,4 +36,5 @@ __all__ = [
     "state_for_events",
     "state_for_turn",
     "validate",
+    "validate_batch",
 ]

@@ -43,7 +43,7 @@ class Record:
     narrator_only: bool
     authority: str  # "correction" | "state" | "campaign"
     depth: int
-    source: str = ""  # "recorder" | "correction" | "campaign"
+    source: str = ""  # "recorder" | "script" | "correction" | "world" | "campaign"
     author: str = ""
     event_id: int | None = None
 
@@ -52,9 +52,13 @@ class Record:
         """Return who set this and where, in words for the inspector and the panel."""
         if self.source == "campaign":
             return "campaign settings"
+        turn = f" at turn {self.depth // 2}" if self.depth else " at the opening"
         if self.source == "correction":
-            turn = f" at turn {self.depth // 2}" if self.depth else " at the opening"
             return f"correction by {self.author or 'a person'}{turn} (event {self.event_id})"
+        if self.source == "world":
+            return f"world file{turn} (event {self.event_id})"
+        if self.source == "script":
+            return f"scripted{turn} (event {self.event_id})"
         return f"recorded after turn {self.depth // 2} (event {self.event_id})"
 
 
@@ -123,6 +127,13 @@ class State:
     fetch: object = None  # fetch(slots) -> {slot: Record}, for a partial state
     checked: set = field(default_factory=set)  # slots known to be empty (or ended in this batch)
     index: _Index | None = None  # the names of exactly the entities in ``slots``, when the reader has them
+    fetch_where: object = None  # fetch_where(sql, params) -> {slot: Record}: the slots of the matching records
+    loaded: set = field(default_factory=set)  # (kind, subject) pairs whose every slot a partial state holds
+    # Values derived from the slots (the exit graph, who holds what), by name: (kinds they read, value).
+    # ``shared`` is the cached base's own dict, so what one read derives from the base the next reuses.
+    caches: dict = field(default_factory=dict)
+    shared: dict | None = None
+    dirty: set = field(default_factory=set)  # kinds this state has written since it was read
 
     def __post_init__(self):
         if self.index is None:
@@ -145,8 +156,10 @@ class State:
         """Return the live record of ``slot``, or None."""
         if slot in self.slots:
             return self.slots[slot]
-        if not self.complete and slot not in self.checked and slot.split(":", 1)[0] not in BASE_PREFIXES:
-            self.prefetch([slot])
+        if not self.complete and slot not in self.checked:
+            parts = slot.split(":", 2)
+            if parts[0] not in BASE_PREFIXES and (parts[0], parts[1] if len(parts) > 1 else "") not in self.loaded:
+                self.prefetch([slot])
         return self.slots.get(slot)
 
     def prefetch(self, slots):
@@ -157,14 +170,59 @@ class State:
             self.checked.update(wanted)
 
     def add(self, records):
+        """Add records read from the database (a partial state's lazy reads)."""
         self.slots.update(records)
+        self._drop({record.kind for record in records.values()})
         if any(record.kind == "entity" for record in records.values()):
             self.reindex()
 
+    def load(self, kind, subjects):
+        """Make sure a partial state holds every live ``kind`` slot of each of ``subjects`` (one read)."""
+        wanted = sorted({s for s in subjects if s and (kind, s) not in self.loaded})
+        if self.complete or not wanted:
+            return
+        for start in range(0, len(wanted), SLOTS_PER_QUERY):
+            chunk = wanted[start:start + SLOTS_PER_QUERY]
+            found = self.fetch_where(f"kind = %s AND subject IN ({', '.join(['%s'] * len(chunk))})", [kind, *chunk])
+            self.add({slot: record for slot, record in found.items() if slot not in self.checked})
+        self.loaded.update((kind, s) for s in wanted)
+
+    def load_occupants(self, places):
+        """Make sure a partial state holds the location of everyone now at any of ``places`` (one read)."""
+        wanted = sorted({p for p in places if p and ("at", p) not in self.loaded})
+        if self.complete or not wanted:
+            return
+        found = self.fetch_where(f"kind = 'location' AND value IN ({', '.join(['%s'] * len(wanted))})", wanted)
+        self.add({slot: record for slot, record in found.items() if slot not in self.slots and slot not in self.checked})
+        self.loaded.update(("at", p) for p in wanted)
+
+    def put(self, record):
+        """Set a slot in this copy of the state (an event earlier in the batch applied)."""
+        self.slots[record.slot] = record
+        self.dirty.add(record.kind)
+        self._drop({record.kind})
+
     def forget(self, slot):
         """End ``slot`` in this copy of the state (a retraction earlier in the batch)."""
-        self.slots.pop(slot, None)
+        old = self.slots.pop(slot, None)
         self.checked.add(slot)
+        if old is not None:
+            self.dirty.add(old.kind)
+            self._drop({old.kind})
+
+    def cached(self, name, kinds, build):
+        """Return the value ``build(state)`` derives from the slots of ``kinds``, made once until they change."""
+        entry = self.caches.get(name)
+        if entry is None:
+            entry = (frozenset(kinds), build(self))
+            self.caches[name] = entry
+            if self.shared is not None and entry[0] <= _SHAREABLE and not entry[0] & self.dirty:
+                self.shared[name] = entry
+        return entry[1]
+
+    def _drop(self, kinds):
+        for name in [name for name, (read, _) in self.caches.items() if read & kinds]:
+            del self.caches[name]
 
     def entities(self):
         return [r for r in self.slots.values() if r.kind == "entity"]
@@ -212,7 +270,10 @@ class State:
 
     def present(self):
         """Return the keys of the characters at the scene's place."""
-        place = self.place()
+        return self.at(self.place())
+
+    def at(self, place):
+        """Return the keys of the characters at ``place`` (of those a partial state holds), by key."""
         if not place:
             return []
         return [r.subject for r in self.of_kind("location") if r.value == place]
@@ -265,10 +326,14 @@ def protagonist_name(campaign):
 
 # What every turn needs whatever it mentions: every entity (names are how
 # events and mentions are resolved), the scene, the threads, overturned canon
-# and where the protagonist is.
-BASE_KINDS = ("entity", "scene", "thread", "superseded_canon")
+# and where the protagonist is; and the world's shape, because a route needs
+# every exit and a holding chain every holder on it (seed 002 「地点」, 「物品」):
+# exits, features, items, who holds each item, and wear slots.
+BASE_KINDS = ("entity", "scene", "thread", "superseded_canon", "exit", "feature", "item", "holder", "slot")
 # The slot prefixes of the base kinds: absent from a partial state's base means absent.
-BASE_PREFIXES = ("entity", "scene", "thread", "canon")
+BASE_PREFIXES = ("entity", "scene", "thread", "canon", "exit", "feature", "item", "holder", "slot")
+# Derived values read from only these kinds may be kept with the cached base.
+_SHAREABLE = frozenset(BASE_KINDS)
 # For ``_rows``, with BASE_KINDS and the protagonist's location slot as its parameters.
 _BASE_SQL = f"r.kind IN ({', '.join(['%s'] * len(BASE_KINDS))}) OR r.slot = %s"
 
@@ -317,9 +382,13 @@ def _partial(path, campaign):
     def fetch(slots):
         return _fold_slots(path, slots)
 
+    def fetch_where(where, params):
+        return _fold_matching(path, where, params)
+
     base = _base(path, campaign)
     # A state's slots change as a batch is validated; the cached base's must not.
-    return State(dict(base.slots), _canon(path), complete=False, fetch=fetch, index=base.index)
+    return State(dict(base.slots), _canon(path), complete=False, fetch=fetch, index=base.index,
+                 fetch_where=fetch_where, caches=dict(base.caches), shared=base.caches)
 
 
 def _fold(path, campaign):
@@ -407,6 +476,15 @@ def _fold_slots(path, slots):
     return {slot: _record(row) for slot, row in best.items() if not row[12]}
 
 
+def _fold_matching(path, where, params):
+    """Fold every slot that has a record matching the SQL ``where`` (on any line: a later record may not match)."""
+    table = StateRecord._meta.db_table
+    best = {}
+    _keep(best, _rows(f"r.campaign_id = %s AND r.slot IN (SELECT slot FROM {table} WHERE campaign_id = %s"
+                      f" AND {where})", [path.campaign_id, path.campaign_id, *params]), path)
+    return {slot: _record(row) for slot, row in best.items() if not row[12]}
+
+
 def _keep(best, rows, path):
     """Keep in ``best`` the deepest (then latest) row of each slot among ``rows`` on ``path``.
 
@@ -436,6 +514,8 @@ class _Base:
     slots: dict  # slot -> Record, the live ones, the protagonist included
     protagonist: str  # the campaign's protagonist line the protagonist's record was made from
     index: _Index  # the names of the entities in ``slots``
+    # Values derived from ``slots`` (State.cached), filled in by the reads that need them.
+    caches: dict = field(default_factory=dict)
 
 
 # The base of the state of the last path read, per campaign, with its name
@@ -490,7 +570,9 @@ def _base(path, campaign):
         _add_protagonist(live, campaign)
         # A new entity only adds names; a changed or ended one may free a name another entity holds.
         index = _Index.of(r for r in live.values() if r.kind == "entity") if ended else cached.index.adding(added)
-        base = _Base(campaign.created_at, path, version, rows, live, campaign.protagonist, index)
+        kinds = {rows[slot][2] for slot in changed} | ({"entity"} if ended else set())
+        caches = {name: entry for name, entry in cached.caches.items() if not entry[0] & kinds}
+        base = _Base(campaign.created_at, path, version, rows, live, campaign.protagonist, index, caches)
     else:
         rows = {}
         _keep(rows, _rows(f"r.campaign_id = %s AND ({_BASE_SQL})", [campaign.pk, *base_params]), path)

@@ -38,10 +38,9 @@ def test_the_tavern_example_of_section_53(owner):
         campaign,
         ev("introduce", "Crooked Lantern Tavern", "place"),
         ev("introduce", "Mara", "character"),
-        ev("introduce", "silver key", "item"),
         ev("scene", "", "Crooked Lantern Tavern", "Aldric has found Mara by the fire."),
         ev("arrive", "Mara"),
-        ev("acquire", "Aldric", "silver key"),
+        ev("introduce", "silver key", "item", data={"holder": "Aldric"}),
         ev("relationship", "Mara", "Aldric", "trusts him cautiously"),
     )
     ask = "I ask Mara whether she recognizes the symbol on the key."
