@@ -249,9 +249,9 @@ def _introduce(check, event):
     if kind not in ENTITY_KINDS:
         raise Rejected(f"unknown kind {kind!r}; an entity is a {', '.join(ENTITY_KINDS)}")
     data = event["data"]
-    if data and kind != "item":
-        raise Rejected(f"only an item's introduction carries data ({', '.join(data)}); introduce the {kind} "
-                       "without it")
+    if kind != "item" and set(data) - {"id"}:
+        raise Rejected(f"only an item's introduction carries {', '.join(sorted(set(data) - {'id'}))}; introduce "
+                       f"the {kind} without it")
     key = _new_key(check, name, kind, data.get("id", ""))
     writes = [_entity_write(key, name, kind, event["aliases"], event["value"], event["narrator_only"])]
     if kind == "item":

@@ -42,7 +42,7 @@ class Rejected(Exception):
 class Field:
     """One field of an event's ``data``: its kind, bounds and whether the recorder may send it."""
 
-    kind: str  # "bool" | "int" | "axis" | "text" | "name" | "choice" | "ops" | "names"
+    kind: str  # "bool" | "int" | "axis" | "text" | "name" | "choice" | "ops" | "names" | "json"
     help: str = ""
     choices: tuple = ()
     minimum: int = 0
@@ -199,6 +199,8 @@ def _coerce(raw, spec, where, problems):
         return value
     if spec.kind in ("text", "name"):
         return _text(raw, MAX_TEXT if spec.kind == "text" else MAX_NAME)
+    if spec.kind == "json":
+        return raw
     if spec.kind == "names":
         if not isinstance(raw, list):
             problems.append(f"{where} must be a list of names")
@@ -278,6 +280,8 @@ def _field_schema(spec, source):
         return {"type": "string", "maxLength": MAX_TEXT if spec.kind == "text" else MAX_NAME}
     if spec.kind == "names":
         return {"type": "array", "items": {"type": "string", "maxLength": MAX_NAME}, "maxItems": MAX_WHO}
+    if spec.kind == "json":
+        return {}
     if spec.kind == "ops":
         fields = {name: op for name, op in OP_FIELDS.items() if op.recorder or source not in PROPOSERS}
         return {"type": "array", "maxItems": MAX_OPS,

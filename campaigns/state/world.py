@@ -176,7 +176,8 @@ def find_exit(state, origin, name):
 
 
 def describe_exit(state, exit):
-    return f"{state.name_of(exit.origin)} → {state.name_of(exit.to)}" + (f" ({exit.label})" if exit.label else "")
+    way = f"{state.name_of(exit.origin)} → {state.name_of(exit.to)}"
+    return f"{way} through the {exit.label}" if exit.label else way
 
 
 def route(state, origin, destination):
@@ -874,10 +875,11 @@ def _held(check, world, actor, name, quantity, *, worn_ok=False):
     state = check.state
     mine = [k for k in _candidates(check, world, name) if world.item(k).holder == actor]
     if not mine:
-        wanted = f", {quantity} needed" if quantity else ""
-        if wanted:
-            raise Rejected(f"{state.name_of(actor)} carries 0 {name}{wanted}")
-        raise Rejected(f"{state.name_of(actor)} does not carry the {name}")
+        if quantity:
+            raise Rejected(f"{state.name_of(actor)} carries 0 {name}, {quantity} needed")
+        # Say why it is out of reach when it is here (hidden, shut away, someone else's), else where to start.
+        item = _reachable(check, world, actor, name)
+        raise Rejected(f"{state.name_of(actor)} does not carry the {item.name}; take it first")
     item = world.item(mine[0])
     if item.mode == "worn" and not worn_ok:
         raise Rejected(f"{state.name_of(actor)} wears the {item.name}; remove it first")
@@ -1282,6 +1284,18 @@ def _slot(check, event):
     capacity = event["data"].get("capacity", slot_capacity(check.state, name) or 1)
     return [{"slot": f"slot:{key_for(name)}", "kind": "slot", "subject": "", "value": key_for(name),
              "data": {"capacity": capacity}}]
+
+
+# Sections of a world file that later parts of seed 002 read (story time, agendas, variables, dice,
+# triggers, lore): stored as the file gives them, at the opening, until the code that reads them arrives.
+@register(WORLD_RANK, "world_section", sources=(WORLD,), fields={"content": Field("json", "the section as the file "
+                                                                                  "gives it")},
+          help="section name / \"\" / \"\": a world file's section for later parts of the story (data.content)")
+def _world_section(check, event):
+    if not event["subject"]:
+        raise Rejected("the event names no section")
+    return [{"slot": f"world:{event['subject']}", "kind": "world_section", "subject": "",
+             "value": event["subject"], "data": {"content": event["data"].get("content")}}]
 
 
 # ---------------------------------------------------------------- observation
