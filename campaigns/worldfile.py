@@ -526,7 +526,11 @@ class Checked:
 
 
 def check(document, protagonist=""):
-    """Return what importing ``document`` would do, without storing anything (pure)."""
+    """Return what importing ``document`` would do, without storing anything (pure).
+
+    The protagonist's line is the campaign's (or, when not given, the file's own).
+    """
+    protagonist = protagonist or campaign_fields(document)[0].get("protagonist", "")
     built = build(document, protagonist)
     state = fresh_state(protagonist)
     outcomes = validate_batch(state, [clean(event) for event in built.events], "world")
