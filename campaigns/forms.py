@@ -2,6 +2,7 @@ from django import forms
 
 from .models import Campaign, CanonRule, Node
 from .state.events import CORRECTION_TYPES, MAX_TEXT
+from .state.registry import OP_FIELDS, TYPES
 
 
 class CampaignForm(forms.ModelForm):
@@ -87,7 +88,13 @@ class SavePointForm(forms.Form):
 
 
 class CorrectionForm(forms.Form):
-    """One correction of the story state; what it means is checked by the event pipeline, not here."""
+    """One correction of the story state; what it means is checked by the event pipeline, not here.
+
+    The fields of the event's ``data`` are posted under their own names (a
+    form for ``move`` posts ``ignore_exits``; one for ``item_changes`` posts
+    one operation as ``op``, ``item``, ``quantity``, ``to``…): ``payload``
+    gathers those the event type has, and the pipeline reads and checks them.
+    """
 
     type = forms.ChoiceField(choices=[(name, name) for name in CORRECTION_TYPES])
     subject = forms.CharField(required=False, max_length=MAX_TEXT, strip=True)
@@ -95,3 +102,16 @@ class CorrectionForm(forms.Form):
     value = forms.CharField(required=False, max_length=MAX_TEXT, strip=True)
     aliases = forms.CharField(required=False, max_length=MAX_TEXT, strip=True)
     narrator_only = forms.BooleanField(required=False)
+
+    def payload(self, posted):
+        """Return the correction event: the cleaned fields, and ``data`` from what ``posted`` gives of the type's."""
+        event = dict(self.cleaned_data)
+        data = {}
+        for name in TYPES[event["type"]].fields:
+            if name == "ops":
+                op = {field: posted[field].strip() for field in OP_FIELDS if posted.get(field, "").strip()}
+                if op:
+                    data["ops"] = [op]
+            elif posted.get(name, "").strip():
+                data[name] = posted[name].strip()
+        return {**event, "data": data}

@@ -36,42 +36,28 @@ MAX_TOKENS = 800
 # named in the turn: the full list would cost more tokens than the turn itself.
 MAX_LISTED = 60
 
-SCHEMA = {
-    "type": "object",
-    "properties": {
-        "events": {
-            "type": "array",
-            "items": {
-                "type": "object",
-                "properties": {
-                    "type": {"enum": list(story_state.RECORDER_TYPES)},
-                    "subject": {"type": "string"},
-                    "object": {"type": "string"},
-                    "value": {"type": "string"},
-                    "narrator_only": {"type": "boolean"},
-                },
-                "required": ["type", "subject", "object", "value", "narrator_only"],
-            },
-        },
-    },
-    "required": ["events"],
-}
+# The events the recorder may propose, each with its own fields (campaigns/state/registry.py, docs/events.md):
+# every string and list bounded, every property required, so strict servers and the built-in grammar follow it.
+SCHEMA = story_state.recorder_schema()
 
 RULES = """You keep the record of an interactive story. Read the latest turn and list, as JSON events, only the changes to the story state that the turn clearly establishes. Record nothing that is merely said, feared, planned or guessed, and nothing already in the state. Use the exact names from the state; introduce any new person, place, item or faction before other events name it.
 
-Event types (subject / object / value):
-- introduce: name / kind (character, place, item or faction) / a one-line description
-- move: who / place / ""
-- arrive: who / place (or "" for the scene's place) / ""
-- leave: who / place they go to (or "") / ""
-- acquire: who / item / ""      lose: who / item / ""      give: giver / item / receiver
+Event types (subject / object / value; "data" holds the rest):
+- introduce: name / kind (character, place, item or faction) / a one-line description; a new item says in data.holder who or what holds it
+- move: who / place / "" — only along open exits; arrive: who / place (or "" for the scene's place) / ""; leave: who / place they go to (or "") / ""
+- item_changes: who / "" / "" with data.ops, in order: take, drop, give (to), put (to a container), wear, remove, open, close, lock, unlock (key; or exit for a door), reveal
+- exit_change: place / destination / "" — a new way, or one blocked or cleared (data.state); locks change only by item_changes with the key
+- feature: place / feature name / what it is      place_edit: place / "" / its new description
+- item_edit: item / "" / "" — its condition or notability changed (data)
 - add_fact: who it is about (or "") / the fact it replaces (or "") / the fact, one sentence
 - retract_fact: "" / "" / the exact fact that is no longer true
-- relationship: one / the other / how the first now stands towards the other
+- relationship: one / the other / how the first now sees the other (data: label, and familiarity, trust, closeness, tension from -1 to 1)
+- know: who / what they learned exists (a place, item, person or lore) / "" (data.how: told, read or inferred)
 - open_thread: "" / "" / the unresolved question or goal      resolve_thread: "" / outcome / the exact thread
-- set_condition: who / "" / their condition now (wounded, asleep, ...)
+- set_condition: who / "" / their condition now (wounded, asleep, ...); data: activity, mood, and inner (what they feel inside)
 - scene: "" / place (or "") / one line saying where the scene stands now
-Set narrator_only to true only for something the protagonist does not know.
+- slot: a new wear slot / "" / "" (data.capacity)
+Set narrator_only to true only for something the protagonist does not know. What a character sees on arriving somewhere is recorded for you; do not record it.
 Answer {"events": []} when nothing changed."""
 
 
@@ -145,7 +131,7 @@ def _prompt(state, player, node):
         lines.append(f"Location: {chosen.location}")
     if chosen.scene:
         lines.append(f"Scene: {chosen.scene}")
-    lines += ["Current state:", *[f"- {line.text}" for line in chosen.lines]]
+    lines += ["Current state:", *[f"- {line.text}" for line in [*chosen.here, *chosen.lines]]]
     holding = [f"- {rule.text}" for rule in state.canon if rule.scope == "initial" and not state.superseded(rule.id)]
     if holding:
         lines += ["Initial canon that still holds (retract or replace it by its exact text if the story changes it):",

@@ -18,6 +18,7 @@ from .reading import (
     state_for_events,
     state_for_turn,
 )
+from .registry import recorder_schema, schema
 
 __all__ = [
     "CORRECTION_TYPES",
@@ -32,6 +33,8 @@ __all__ = [
     "key_for",
     "normalize",
     "record_failure",
+    "recorder_schema",
+    "schema",
     "state_at",
     "state_for_events",
     "state_for_turn",

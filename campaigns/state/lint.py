@@ -121,7 +121,7 @@ def _items(state):
         if not item.holder or not world.kind_of(state, item.holder):
             findings.append(Finding("error", "unheld", f"the {item.name} ({item.key}) is held by nothing", (item.key,)))
             continue
-        if world._holding_character(state, item.key):
+        if world.holding_character(state, item.key):
             continue  # what people carry is told apart by who carries it
         place = world.place_of(state, item.key)
         if place:

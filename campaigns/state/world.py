@@ -347,7 +347,7 @@ def place_of(state, key, world=None):
     return top if kind_of(state, top) == "place" else ""
 
 
-def _obstacle(state, key, viewer, world=None):
+def obstacle(state, key, viewer, world=None):
     """Return why ``viewer`` cannot see item ``key`` where it is (hidden, inside something closed), or ""."""
     item_at = world.item if world else (lambda k: item_of(state, k))
     chain = holding_chain(state, key, world)
@@ -365,7 +365,7 @@ def _obstacle(state, key, viewer, world=None):
     return ""
 
 
-def _holding_character(state, key, world=None):
+def holding_character(state, key, world=None):
     """Return the character on ``key``'s holding chain (who carries it, or the bag it is in), or ""."""
     for holder in holding_chain(state, key, world)[1:]:
         if kind_of(state, holder) == "character":
@@ -402,7 +402,7 @@ def visible_items(state, viewer, place=None):
     place = place or state.location_of(viewer)
     if not place:
         return []
-    seen = [item for item in items_at(state, place) if not _obstacle(state, item.key, viewer)]
+    seen = [item for item in items_at(state, place) if not obstacle(state, item.key, viewer)]
     return sorted(seen, key=lambda item: (not item.notable, normalize(item.name), item.key))
 
 
@@ -897,16 +897,16 @@ def _reachable(check, world, actor, name, role="item", *, not_mine=False):
     state = check.state
     place = _where(check, actor)
     keys = _candidates(check, world, name, role)
-    ranked = sorted(keys, key=lambda k: (place_of(state, k, world) != place, bool(_obstacle(state, k, actor, world)),
-                                         _holding_character(state, k, world) not in ("", actor),
+    ranked = sorted(keys, key=lambda k: (place_of(state, k, world) != place, bool(obstacle(state, k, actor, world)),
+                                         holding_character(state, k, world) not in ("", actor),
                                          not_mine and world.item(k).holder == actor, k))
     item = world.item(ranked[0])
     if place_of(state, item.key, world) != place:
         raise Rejected(f"the {item.name} is not at {state.name_of(place)}, where {state.name_of(actor)} is")
-    obstacle = _obstacle(state, item.key, actor, world)
-    if obstacle:
-        raise Rejected(obstacle)
-    other = _holding_character(state, item.key, world)
+    why = obstacle(state, item.key, actor, world)
+    if why:
+        raise Rejected(why)
+    other = holding_character(state, item.key, world)
     if other and other != actor:
         raise Rejected(f"the {item.name} is held by {state.name_of(other)}")
     return item
@@ -1142,10 +1142,10 @@ def _reveal(check, world, actor, op):
     if not item.hidden:
         raise Rejected(f"the {item.name} is not hidden")
     world.set(item, hidden=False)
-    obstacle = _obstacle(state, item.key, actor, world)
-    if obstacle:
+    why = obstacle(state, item.key, actor, world)
+    if why:
         world.set(item, hidden=True)
-        raise Rejected(obstacle)
+        raise Rejected(why)
 
 
 _OPS = {"take": _take, "drop": _drop, "give": _give, "put": _put, "wear": _wear, "remove": _remove, "open": _open,
