@@ -1,5 +1,6 @@
 from django import forms
 
+from . import worldfile
 from .models import Campaign, CanonRule, Node
 from .state.events import CORRECTION_TYPES, MAX_TEXT
 from .state.registry import OP_FIELDS, TYPES
@@ -37,6 +38,37 @@ class CampaignForm(forms.ModelForm):
                 "or there is no room left for the story.",
             )
         return cleaned
+
+
+class NewCampaignForm(CampaignForm):
+    """A new campaign, optionally started from a world file (docs/world-files.md).
+
+    With a world file, what the form leaves blank of the title, protagonist
+    and opening comes from the file's ``campaign`` section.
+    """
+
+    world = forms.FileField(required=False, label="World file (optional)",
+                            help_text="A world file (.json or .zip): places, exits, characters and items the story "
+                                      "starts with. It is checked whole; a file with any problem is refused, saying "
+                                      "every one.")
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        if self.files.get("world"):
+            for name in ("title", "protagonist", "opening"):
+                self.fields[name].required = False
+
+    def clean_world(self):
+        upload = self.cleaned_data.get("world")
+        if upload is None:
+            return None
+        if upload.size > worldfile.MAX_BYTES:
+            raise forms.ValidationError(f"The file is {upload.size:,} bytes; a world file may be at most "
+                                        f"{worldfile.MAX_BYTES:,}.")
+        try:
+            return worldfile.read(upload.read())
+        except worldfile.WorldRefused as refusal:
+            raise forms.ValidationError(str(refusal)) from None
 
 
 class EditCampaignForm(CampaignForm):

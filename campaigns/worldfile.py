@@ -538,7 +538,7 @@ def check(document, protagonist=""):
     for where, outcome in zip(built.where, outcomes):
         if outcome.status != "applied":
             problems.append(f"{where}: {outcome.reason}")
-    findings = lint.lint(state) if not problems else []
+    findings = lint.lint(state)
     return Checked(built, state, outcomes, problems, findings)
 
 

@@ -19,9 +19,9 @@ from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 from django_htmx.http import HttpResponseClientRedirect
 
-from campaigns import lineage, story
+from campaigns import lineage, story, worldfile
 from campaigns import views as campaign_views
-from campaigns.forms import CampaignForm, CanonRuleFormSet, EditCampaignForm, SavePointForm
+from campaigns.forms import CampaignForm, CanonRuleFormSet, EditCampaignForm, NewCampaignForm, SavePointForm
 from campaigns.models import Branch, Campaign, Node, SavePoint
 from memory import bank as memory_bank
 from memory import views as memory_views
@@ -78,8 +78,16 @@ def campaign_list(request):
 @login_required
 @require_http_methods(["GET", "POST"])
 def campaign_create(request):
-    form = CampaignForm(request.POST or None)
-    if request.method == "POST" and form.is_valid():
+    form = NewCampaignForm(request.POST or None, request.FILES or None)
+    if request.method == "POST" and form.is_valid() and form.cleaned_data["world"] is not None:
+        fields = {name: form.cleaned_data[name] for name in CampaignForm.Meta.fields}
+        try:
+            campaign, _ = worldfile.create_campaign(request.user, form.cleaned_data["world"], **fields)
+        except worldfile.WorldRefused as refusal:
+            form.add_error("world", str(refusal))
+        else:
+            return redirect("play", campaign.pk)
+    elif request.method == "POST" and form.is_valid():
         campaign = form.save(commit=False)
         campaign.owner = request.user
         campaign.narrator_model = ""

@@ -96,3 +96,47 @@ def test_text_from_a_world_file_is_escaped(client_of, owner):
     for name in ("world_panel", "world_map", "items_panel"):
         page = get(client_of, name, campaign, **HTMX)
         assert "<script>alert(1)" not in page and "<b>odd</b>" not in page
+
+
+STYLE = {"point_of_view": "second", "prose_length": "medium", "dialogue_density": "medium",
+         "descriptive_richness": "medium", "violence_level": "low", "context_token_budget": 8192,
+         "max_output_tokens": 400, "temperature": 0.7}
+
+
+def upload(doc, name="keep.json"):
+    from django.core.files.uploadedfile import SimpleUploadedFile
+    import json
+
+    return SimpleUploadedFile(name, json.dumps(doc).encode(), content_type="application/json")
+
+
+def test_a_new_campaign_starts_from_a_world_file_on_the_new_campaign_page(client_of, owner):
+    from campaigns.models import Campaign
+
+    page = client_of.get(reverse("campaign_create")).content.decode()
+    assert 'enctype="multipart/form-data"' in page and 'name="world"' in page
+    response = client_of.post(reverse("campaign_create"), {**STYLE, "title": "", "world": upload(document())})
+    campaign = Campaign.objects.get()
+    assert response.status_code == 302 and response.url == reverse("play", args=[campaign.pk])
+    assert campaign.title == "Lantern Keep" and campaign.owner == owner
+    assert world.find_exit(state_at(lineage.path_of(campaign), campaign), "corridor", "Vault").state == "locked"
+
+
+def test_a_broken_world_file_is_refused_on_the_page_with_every_reason_and_nothing_stored(client_of):
+    from campaigns.models import Campaign, StateRecord
+
+    doc = document()
+    doc["exits"].append({"from": "Hall", "to": "Moon"})
+    doc["places"].append({"name": "Hall"})
+    response = client_of.post(reverse("campaign_create"), {**STYLE, "world": upload(doc)})
+    page = response.content.decode()
+    assert response.status_code == 200
+    assert "exits[7].to: unknown place &#x27;Moon&#x27;" in page and "2 places are called" in page
+    bad = client_of.post(reverse("campaign_create"), {**STYLE, "world": upload("x", "bad.json")}).content.decode()
+    assert "a world file is a JSON object" in bad
+    from django.core.files.uploadedfile import SimpleUploadedFile
+
+    broken = SimpleUploadedFile("bad.json", b"{nope", content_type="application/json")
+    page = client_of.post(reverse("campaign_create"), {**STYLE, "world": broken}).content.decode()
+    assert "not valid JSON" in page
+    assert not Campaign.objects.exists() and not StateRecord.objects.exists()
