@@ -47,6 +47,8 @@ class NewCampaignForm(CampaignForm):
     and opening comes from the file's ``campaign`` section.
     """
 
+    # With a file the title, protagonist and opening may be left blank: the server says what is missing.
+    use_required_attribute = False
     world = forms.FileField(required=False, label="World file (optional)",
                             help_text="A world file (.json or .zip): places, exits, characters and items the story "
                                       "starts with. It is checked whole; a file with any problem is refused, saying "
