@@ -24,7 +24,8 @@ from django.utils import timezone
 from .. import lineage
 from ..models import Campaign, Node, RecorderRun, StateEvent, StateRecord
 from . import world
-from .reading import ENTITY_KINDS, PROTAGONIST, Record, fact_slot, key_for, normalize, state_for_events, thread_slot
+from .reading import (ENTITY_KINDS, PROTAGONIST, Record, fact_slot, key_for, normalize, state_at, state_for_events,
+                      thread_slot)
 from .registry import (STORY, EVERYONE, MAX_NAME, MAX_TEXT, PEOPLE, PROPOSERS, TYPES, Check, Outcome, Rejected, clean,
                        register, types_for)
 
@@ -115,7 +116,9 @@ def apply_events(node, payloads, *, source, author=None, attempt=0, model=""):
                                         " WHERE id = %s", [node.campaign_id])[0]
         path = lineage.path_at(node.campaign_id, node.branch_id, node.depth)
         events = [clean(payload) for payload in payloads]
-        state = state_for_events(path, campaign, events)
+        # A world file names thousands of things at once: read the (new) campaign's whole state instead.
+        state = state_at(path, campaign) if source == StateEvent.Source.WORLD else state_for_events(path, campaign,
+                                                                                                     events)
         outcomes = validate_batch(state, events, source, elsewhere=_elsewhere(path))
         events = _write_events(node, source, author, attempt, outcomes)
         _write_records(node, [

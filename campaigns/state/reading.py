@@ -113,6 +113,24 @@ def _name(names, record):
 
 
 @dataclass
+class _Derived:
+    """A value derived from the slots of some kinds (State.cached), and how it follows their changes."""
+
+    kinds: frozenset
+    value: object
+    update: object = None  # update(value, old Record | None, new Record | None): change ``value`` in place
+    copy: object = None  # copy(value): a copy ``update`` may change (the original is shared)
+    owned: bool = False
+
+
+def _by_kind(slots):
+    index = {}
+    for slot, record in slots.items():
+        index.setdefault(record.kind, {})[slot] = record
+    return index
+
+
+@dataclass
 class State:
     """The live records of one lineage, by slot, plus the campaign canon they are checked against.
 
@@ -134,6 +152,10 @@ class State:
     caches: dict = field(default_factory=dict)
     shared: dict | None = None
     dirty: set = field(default_factory=set)  # kinds this state has written since it was read
+    # The slots by kind (kind -> {slot: Record}), made when first asked for; a partial state starts from the
+    # cached base's and copies a kind's dict before changing it (``own_kinds``).
+    by_kind: dict | None = None
+    own_kinds: set = field(default_factory=set)
 
     def __post_init__(self):
         if self.index is None:
@@ -171,9 +193,14 @@ class State:
 
     def add(self, records):
         """Add records read from the database (a partial state's lazy reads)."""
-        self.slots.update(records)
-        self._drop({record.kind for record in records.values()})
-        if any(record.kind == "entity" for record in records.values()):
+        entities = False
+        for slot, record in records.items():
+            if self.slots.get(slot) == record:
+                continue
+            self._changed(self.slots.get(slot), record)
+            self.slots[slot] = record
+            entities = entities or record.kind == "entity"
+        if entities:
             self.reindex()
 
     def load(self, kind, subjects):
@@ -198,9 +225,9 @@ class State:
 
     def put(self, record):
         """Set a slot in this copy of the state (an event earlier in the batch applied)."""
+        self._changed(self.slots.get(record.slot), record)
         self.slots[record.slot] = record
         self.dirty.add(record.kind)
-        self._drop({record.kind})
 
     def forget(self, slot):
         """End ``slot`` in this copy of the state (a retraction earlier in the batch)."""
@@ -208,27 +235,54 @@ class State:
         self.checked.add(slot)
         if old is not None:
             self.dirty.add(old.kind)
-            self._drop({old.kind})
+            self._changed(old, None)
 
-    def cached(self, name, kinds, build):
-        """Return the value ``build(state)`` derives from the slots of ``kinds``, made once until they change."""
+    def cached(self, name, kinds, build, update=None, copy=None):
+        """Return the value ``build(state)`` derives from the slots of ``kinds``, made once.
+
+        With ``update(value, old, new)`` (and ``copy(value)`` for a value this
+        state shares) the value follows every change of a slot of those kinds;
+        without, a change drops it and the next call builds it again.
+        """
         entry = self.caches.get(name)
         if entry is None:
-            entry = (frozenset(kinds), build(self))
+            entry = _Derived(frozenset(kinds), build(self), update, copy, owned=True)
             self.caches[name] = entry
-            if self.shared is not None and entry[0] <= _SHAREABLE and not entry[0] & self.dirty:
-                self.shared[name] = entry
-        return entry[1]
+            if self.shared is not None and entry.kinds <= _SHAREABLE and not entry.kinds & self.dirty:
+                entry.owned = False
+                self.shared[name] = _Derived(entry.kinds, entry.value, update, copy, owned=False)
+        return entry.value
 
-    def _drop(self, kinds):
-        for name in [name for name, (read, _) in self.caches.items() if read & kinds]:
-            del self.caches[name]
+    def _changed(self, old, new):
+        """Keep the by-kind index and the derived values in step with one slot going from ``old`` to ``new``."""
+        kinds = {record.kind for record in (old, new) if record is not None}
+        if self.by_kind is not None:
+            for kind in kinds - self.own_kinds:
+                self.by_kind[kind] = dict(self.by_kind.get(kind, {}))
+                self.own_kinds.add(kind)
+            if old is not None:
+                self.by_kind[old.kind].pop(old.slot, None)
+            if new is not None:
+                self.by_kind[new.kind][new.slot] = new
+        for name, entry in list(self.caches.items()):
+            if not entry.kinds & kinds:
+                continue
+            if entry.update is None:
+                del self.caches[name]
+                continue
+            if not entry.owned:
+                entry = _Derived(entry.kinds, entry.copy(entry.value), entry.update, entry.copy, owned=True)
+                self.caches[name] = entry
+            entry.update(entry.value, old, new)
 
     def entities(self):
-        return [r for r in self.slots.values() if r.kind == "entity"]
+        return self.of_kind("entity")
 
     def of_kind(self, kind):
-        return [r for r in self.slots.values() if r.kind == kind]
+        if self.by_kind is None:
+            self.by_kind = _by_kind(self.slots)
+            self.own_kinds = set(self.by_kind)
+        return list(self.by_kind.get(kind, {}).values())
 
     def entity(self, key):
         return self.get(f"entity:{key}")
@@ -338,7 +392,8 @@ _SHAREABLE = frozenset(BASE_KINDS)
 _BASE_SQL = f"r.kind IN ({', '.join(['%s'] * len(BASE_KINDS))}) OR r.slot = %s"
 
 # The kinds whose slot belongs to one entity, the record's subject.
-SUBJECT_KINDS = ("location", "condition", "holder", "relationship", "fact")
+# (Who holds what is in the base: a holding chain may need any holder.)
+SUBJECT_KINDS = ("location", "condition", "relationship", "fact")
 
 
 def state_at(path, campaign):
@@ -371,11 +426,16 @@ def state_for_events(path, campaign, payloads):
     keys |= {key_for(p.get("subject", "")) for p in payloads if isinstance(p, dict) and p.get("subject")}
     keys |= {PROTAGONIST, state.place()} - {""}
     texts = {str(p.get(name) or "") for p in payloads if isinstance(p, dict) for name in ("object", "value")}
-    slots = [f"{kind}:{key}" for key in keys for kind in ("location", "holder", "condition")]
-    slots += [f"relationship:{one}:{other}" for one in keys for other in keys if one != other]
+    slots = [f"{kind}:{key}" for key in keys for kind in ("location", "condition")]
+    # Only characters have relationships (and places and items, named by the dozen in a world, would square it).
+    people = [key for key in keys if (state.entity(key) or _NOBODY).data.get("kind") in ("character", "faction", None)]
+    slots += [f"relationship:{one}:{other}" for one in people for other in people if one != other]
     slots += [fact_slot(text) for text in texts if text]
     state.prefetch(slots)
     return state
+
+
+_NOBODY = Record(None, "", "", "", "", {}, False, "", 0)
 
 
 def _partial(path, campaign):
@@ -388,7 +448,7 @@ def _partial(path, campaign):
     base = _base(path, campaign)
     # A state's slots change as a batch is validated; the cached base's must not.
     return State(dict(base.slots), _canon(path), complete=False, fetch=fetch, index=base.index,
-                 fetch_where=fetch_where, caches=dict(base.caches), shared=base.caches)
+                 fetch_where=fetch_where, caches=dict(base.caches), shared=base.caches, by_kind=dict(base.by_kind))
 
 
 def _fold(path, campaign):
@@ -436,17 +496,15 @@ def _fold_focus(path, focus, place):
     named = ", ".join(["%s"] * len(keys))
     # Facts about no one have an empty subject, so "" joins the focus here.
     parts = [f"SELECT slot FROM {table} WHERE campaign_id = %s AND kind IN ({kinds}) AND subject IN ({named}, %s)",
-             f"SELECT slot FROM {table} WHERE campaign_id = %s AND kind = 'holder' AND value IN ({named})",
              f"SELECT slot FROM {table} WHERE campaign_id = %s AND kind = 'relationship'"
              f" AND json_extract(data, '$.object') IN ({named})"]
-    params = [campaign, *SUBJECT_KINDS, *keys, "", campaign, *keys, campaign, *keys]
+    params = [campaign, *SUBJECT_KINDS, *keys, "", campaign, *keys]
     if place:
         # Anyone ever placed there is a candidate; the fold keeps who is there now.
         there = f"SELECT subject FROM {table} WHERE campaign_id = %s AND kind = 'location' AND value = %s"
         parts += [f"SELECT slot FROM {table} WHERE campaign_id = %s AND kind IN ({kinds}) AND subject IN ({there})",
-                  f"SELECT slot FROM {table} WHERE campaign_id = %s AND kind = 'holder' AND value IN ({there})",
                   f"SELECT slot FROM {table} WHERE campaign_id = %s AND kind = 'location' AND value = %s"]
-        params += [campaign, *SUBJECT_KINDS, campaign, place, campaign, campaign, place, campaign, place]
+        params += [campaign, *SUBJECT_KINDS, campaign, place, campaign, place]
     best = {}
     _keep(best, _rows(f"r.campaign_id = %s AND r.slot IN ({' UNION '.join(parts)})", [campaign, *params]), path)
     return {slot: _record(row) for slot, row in best.items() if not row[12]}
@@ -514,6 +572,7 @@ class _Base:
     slots: dict  # slot -> Record, the live ones, the protagonist included
     protagonist: str  # the campaign's protagonist line the protagonist's record was made from
     index: _Index  # the names of the entities in ``slots``
+    by_kind: dict  # kind -> {slot: Record}, of ``slots``
     # Values derived from ``slots`` (State.cached), filled in by the reads that need them.
     caches: dict = field(default_factory=dict)
 
@@ -570,19 +629,48 @@ def _base(path, campaign):
         _add_protagonist(live, campaign)
         # A new entity only adds names; a changed or ended one may free a name another entity holds.
         index = _Index.of(r for r in live.values() if r.kind == "entity") if ended else cached.index.adding(added)
-        kinds = {rows[slot][2] for slot in changed} | ({"entity"} if ended else set())
-        caches = {name: entry for name, entry in cached.caches.items() if not entry[0] & kinds}
-        base = _Base(campaign.created_at, path, version, rows, live, campaign.protagonist, index, caches)
+        base = _Base(campaign.created_at, path, version, rows, live, campaign.protagonist, index,
+                     *_follow(cached, live, changed | {f"entity:{PROTAGONIST}"}))
     else:
         rows = {}
         _keep(rows, _rows(f"r.campaign_id = %s AND ({_BASE_SQL})", [campaign.pk, *base_params]), path)
         live = _live(rows)
         _add_protagonist(live, campaign)
         index = _Index.of(r for r in live.values() if r.kind == "entity")
-        base = _Base(campaign.created_at, path, version, rows, live, campaign.protagonist, index)
+        base = _Base(campaign.created_at, path, version, rows, live, campaign.protagonist, index, _by_kind(live))
     with _bases_lock:
         _bases[campaign.pk] = base
     return base
+
+
+def _follow(cached, live, changed):
+    """Return the by-kind index and the derived values of a base made from ``cached`` by changing ``changed`` slots.
+
+    A kind's dict is copied only when one of its slots changed; a derived
+    value that knows how follows the changes (a copy, then each change), the
+    others are dropped and made again when next needed.
+    """
+    by_kind = dict(cached.by_kind)
+    changes = [(cached.slots.get(slot), live.get(slot)) for slot in changed]
+    changes = [(old, new) for old, new in changes if old is not new]
+    for kind in {r.kind for pair in changes for r in pair if r is not None}:
+        by_kind[kind] = dict(by_kind.get(kind, {}))
+    for old, new in changes:
+        if old is not None:
+            by_kind[old.kind].pop(old.slot, None)
+        if new is not None:
+            by_kind[new.kind][new.slot] = new
+    caches = {}
+    for name, entry in cached.caches.items():
+        touched = [(old, new) for old, new in changes if any(r is not None and r.kind in entry.kinds for r in (old, new))]
+        if not touched:
+            caches[name] = entry
+        elif entry.update is not None:
+            value = entry.copy(entry.value)
+            for old, new in touched:
+                entry.update(value, old, new)
+            caches[name] = _Derived(entry.kinds, value, entry.update, entry.copy, owned=False)
+    return by_kind, caches
 
 
 def _live(rows):

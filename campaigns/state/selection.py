@@ -80,9 +80,8 @@ def select(state, text, *, limit=MAX_LINES):
         location=state.name_of(place) if place else "",
         scene=scene.value if scene else "",
     )
-    kinds = {}
-    for record in state.slots.values():
-        kinds.setdefault(record.kind, []).append(record)
+    kinds = {kind: state.of_kind(kind) for kind in ("fact", "thread", "condition", "holder", "location",
+                                                    "relationship", "superseded_canon")}
     newest_first = sorted(kinds.get("fact", []) + kinds.get("thread", []), key=lambda r: (-r.depth, -(r.id or 0)))
     candidates = []
     selection.here = here(state, place) if place else []

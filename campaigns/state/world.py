@@ -124,8 +124,12 @@ def characters(state):
 
 
 def graph(state):
-    """Return ``(out, into)``: the exits leaving and entering each place (made once per state until exits change)."""
-    return state.cached("exits", ("exit",), _build_graph)
+    """Return ``(out, into)``: the exits leaving and entering each place, made once and kept up to date."""
+    return state.cached("exits", ("exit",), _build_graph, _follow_exits, _copy_pair)
+
+
+def _exit_order(exit):
+    return exit.origin, exit.to, exit.key
 
 
 def _build_graph(state):
@@ -134,9 +138,24 @@ def _build_graph(state):
         exit = exit_of(record)
         out.setdefault(exit.origin, []).append(exit)
         into.setdefault(exit.to, []).append(exit)
-    for exits in (*out.values(), *into.values()):
-        exits.sort(key=lambda e: (e.origin, e.to, e.key))
-    return out, into
+    return ({place: tuple(sorted(exits, key=_exit_order)) for place, exits in out.items()},
+            {place: tuple(sorted(exits, key=_exit_order)) for place, exits in into.items()})
+
+
+def _follow_exits(value, old, new):
+    out, into = value
+    if old is not None and old.kind == "exit":
+        gone = exit_of(old)
+        out[gone.origin] = tuple(e for e in out.get(gone.origin, ()) if e.slot != gone.slot)
+        into[gone.to] = tuple(e for e in into.get(gone.to, ()) if e.slot != gone.slot)
+    if new is not None and new.kind == "exit":
+        made = exit_of(new)
+        out[made.origin] = tuple(sorted((*out.get(made.origin, ()), made), key=_exit_order))
+        into[made.to] = tuple(sorted((*into.get(made.to, ()), made), key=_exit_order))
+
+
+def _copy_pair(value):
+    return dict(value[0]), dict(value[1])
 
 
 def exit_of(record):
@@ -249,6 +268,19 @@ def slots(state):
 
 def item_of(state, key):
     """Return the Item ``key`` as the state holds it (defaults for an item recorded before items had properties)."""
+    made = state.cached("item_of", ("entity", "item", "holder"), lambda s: {}, _forget_item, dict)
+    if key not in made:
+        made[key] = _read_item(state, key)
+    return made[key]
+
+
+def _forget_item(made, old, new):
+    for record in (old, new):
+        if record is not None:
+            made.pop(record.slot.split(":", 1)[1], None)
+
+
+def _read_item(state, key):
     entity = state.entity(key)
     if entity is None or entity.data.get("kind") != "item":
         return None
@@ -261,8 +293,8 @@ def item_of(state, key):
 
 
 def holders(state):
-    """Return {holder key: [item keys]}: who or what directly holds each item (made once until holders change)."""
-    return state.cached("holders", ("holder",), _build_holders)
+    """Return {holder key: (item keys)}: who or what directly holds each item, made once and kept up to date."""
+    return state.cached("holders", ("holder",), _build_holders, _follow_holders, dict)
 
 
 def _build_holders(state):
@@ -270,26 +302,41 @@ def _build_holders(state):
     for record in state.of_kind("holder"):
         if record.value:
             held.setdefault(record.value, []).append(record.subject)
-    for keys in held.values():
-        keys.sort()
-    return held
+    return {holder: tuple(sorted(keys)) for holder, keys in held.items()}
+
+
+def _follow_holders(held, old, new):
+    if old is not None and old.value:
+        held[old.value] = tuple(k for k in held.get(old.value, ()) if k != old.subject)
+    if new is not None and new.value:
+        held[new.value] = tuple(sorted((*held.get(new.value, ()), new.subject)))
 
 
 def items_named(state, name):
     """Return the keys of every item called ``name`` (by name or alias): same-named stacks share a name."""
-    index = state.cached("items", ("entity",), _build_item_names)
-    return index.get(normalize(name), [])
+    index = state.cached("items", ("entity",), _build_item_names, _follow_item_names, dict)
+    return index.get(normalize(name), ())
+
+
+def _item_names(record):
+    if record is None or record.data.get("kind") != "item":
+        return set()
+    return {normalize(n) for n in (record.value, *record.data.get("aliases", ()), record.subject)}
 
 
 def _build_item_names(state):
     index = {}
     for record in state.entities():
-        if record.data.get("kind") == "item":
-            for name in {normalize(n) for n in (record.value, *record.data.get("aliases", ()), record.subject)}:
-                index.setdefault(name, []).append(record.subject)
-    for keys in index.values():
-        keys.sort()
-    return index
+        for name in _item_names(record):
+            index.setdefault(name, []).append(record.subject)
+    return {name: tuple(sorted(keys)) for name, keys in index.items()}
+
+
+def _follow_item_names(index, old, new):
+    for name in _item_names(old):
+        index[name] = tuple(k for k in index.get(name, ()) if k != old.subject)
+    for name in _item_names(new):
+        index[name] = tuple(sorted({*index.get(name, ()), new.subject}))
 
 
 class _World:
@@ -373,23 +420,43 @@ def holding_character(state, key, world=None):
     return ""
 
 
-def items_at(state, place):
-    """Return every item whose holding chain ends at ``place`` (the game master's view: hidden ones too)."""
-    found = []
-    queue = deque(sorted(holders(state).get(place, ())) + [k for who in sorted(state.at(place))
-                                                             for k in holders(state).get(who, ())])
-    seen = set()
+def walk(state, place, viewer=None):
+    """Return [(Item, why unseen)] for every item whose holding chain ends at ``place``, outermost first.
+
+    ``why`` is "" for what ``viewer`` sees, else what ``obstacle`` would say:
+    hidden (unless the viewer holds it), or inside a closed, locked or hidden
+    container (the nearest). One walk down from the place, so a view costs
+    the items there, not a chain per item.
+    """
+    held = holders(state)
+    queue = deque((key, "") for who in (place, *sorted(state.at(place))) for key in held.get(who, ()))
+    seen, found = set(), []
     while queue:
-        key = queue.popleft()
+        key, cause = queue.popleft()
         if key in seen:
             continue
         seen.add(key)
         item = item_of(state, key)
         if item is None or item.gone:
             continue
-        found.append(item)
-        queue.extend(holders(state).get(key, ()))
+        hidden = item.hidden and item.holder != viewer
+        why = f"the {item.name} is hidden" if hidden else f"the {item.name} is inside the {cause}" if cause else ""
+        found.append((item, why))
+        if item.container in ("closed", "locked"):
+            inner = f"{item.container} {item.name}"
+        else:
+            inner = f"hidden {item.name}" if hidden else cause
+        queue.extend((child, inner) for child in held.get(key, ()))
     return found
+
+
+def _by_notability(item):
+    return not item.notable, normalize(item.name), item.key
+
+
+def items_at(state, place):
+    """Return every item whose holding chain ends at ``place`` (the game master's view: hidden ones too)."""
+    return [item for item, _ in walk(state, place)]
 
 
 def visible_items(state, viewer, place=None):
@@ -402,32 +469,50 @@ def visible_items(state, viewer, place=None):
     place = place or state.location_of(viewer)
     if not place:
         return []
-    seen = [item for item in items_at(state, place) if not obstacle(state, item.key, viewer)]
-    return sorted(seen, key=lambda item: (not item.notable, normalize(item.name), item.key))
+    return sorted((item for item, why in walk(state, place, viewer) if not why), key=_by_notability)
 
 
 def features_at(state, place):
-    return state.cached("features", ("feature",), _build_features).get(place, [])
+    return state.cached("features", ("feature",), _build_features, _follow_features, dict).get(place, ())
+
+
+def _feature_order(record):
+    return not record.data.get("notable"), normalize(record.data.get("name", record.slot)), record.slot
 
 
 def _build_features(state):
     by_place = {}
     for record in state.of_kind("feature"):
         by_place.setdefault(record.subject, []).append(record)
-    for records in by_place.values():
-        records.sort(key=lambda r: (not r.data.get("notable"), normalize(r.data.get("name", r.slot)), r.slot))
-    return by_place
+    return {place: tuple(sorted(records, key=_feature_order)) for place, records in by_place.items()}
+
+
+def _follow_features(by_place, old, new):
+    if old is not None:
+        by_place[old.subject] = tuple(r for r in by_place.get(old.subject, ()) if r.slot != old.slot)
+    if new is not None:
+        by_place[new.subject] = tuple(sorted((*by_place.get(new.subject, ()), new), key=_feature_order))
 
 
 def knowledge(state, who):
     """Return {kind: {target: how}}: everything ``who`` knows of (seed 「实体知识」), places, items, exits, lore."""
     state.load("knows", [who])
-    return state.cached(f"knows:{who}", ("knows",), lambda s: _build_knowledge(s, who))
-
-
-def _build_knowledge(state, who):
-    known = {}
     prefix = f"knows:{who}:"
+
+    def follow(known, old, new):
+        if old is not None and old.slot.startswith(prefix):
+            kind, target = old.slot[len(prefix):].split(":", 1)
+            known.get(kind, {}).pop(target, None)
+        if new is not None and new.slot.startswith(prefix):
+            kind, target = new.slot[len(prefix):].split(":", 1)
+            known.setdefault(kind, {})[target] = new.data.get("how", "")
+
+    return state.cached(prefix, ("knows",), lambda s: _build_knowledge(s, prefix), follow,
+                        lambda known: {kind: dict(targets) for kind, targets in known.items()})
+
+
+def _build_knowledge(state, prefix):
+    known = {}
     for record in state.of_kind("knows"):
         if record.slot.startswith(prefix):
             kind, target = record.slot[len(prefix):].split(":", 1)
@@ -475,13 +560,9 @@ def place_view(state, place, viewer=None, *, everything=False, cap=True):
     exits.sort(key=lambda e: (e.hidden, normalize(state.name_of(e.to)), e.key))
     present = [key for key in state.at(place) if kind_of(state, key) == "character"]
     present.sort(key=lambda key: (key != PROTAGONIST, normalize(state.name_of(key))))
-    if everything:
-        items = sorted(items_at(state, place), key=lambda i: (not i.notable, normalize(i.name), i.key))
-        seen = {item.key for item in visible_items(state, viewer or PROTAGONIST, place)}
-        unseen = [item for item in items if item.key not in seen]
-        items = [item for item in items if item.key in seen]
-    else:
-        items, unseen = visible_items(state, viewer, place), []
+    walked = sorted(walk(state, place, viewer or PROTAGONIST), key=lambda pair: _by_notability(pair[0]))
+    items = [item for item, why in walked if not why]
+    unseen = [item for item, why in walked if why] if everything else []
     left_out = {}
     if cap:
         left_out = {"features": max(0, len(features) - VIEW_FEATURES), "exits": max(0, len(exits) - VIEW_EXITS),
@@ -1304,49 +1385,50 @@ def _world_section(check, event):
 @register(WORLD_RANK, "observe", sources=(), fields={"who": Field("names", "the characters who look around")},
           help="written by the application after a batch: what the named characters now see where they are")
 def _observe(check, event):
+    state = check.state
+    looks = [look(state, who) for who in event["data"].get("who", [])]
+    # What anyone could learn is read in one go (a partial state), not each character's whole knowledge.
+    state.prefetch([slot for seen in looks for slot, _ in seen])
     writes, made = [], set()
-    for who in event["data"].get("who", []):
-        for write in look_around(check.state, who):
-            if write["slot"] not in made:
-                made.add(write["slot"])
+    for seen in looks:
+        for slot, write in seen:
+            if slot not in made and state.get(slot) is None:
+                made.add(slot)
                 writes.append(write)
     return writes
 
 
-def look_around(state, who):
-    """Return the records ``who`` gains by looking around: knowledge of the place, its visible exits and their
-    destinations, the visible items, and an acquaintance both ways with everyone there not yet met.
+def look(state, who):
+    """Return [(slot, write)]: what ``who`` would record by looking around, whether or not it is known already.
 
-    Knowledge is never withdrawn by looking (only an erroneous record is);
-    an existing edge or relationship is left as it is.
+    Knowledge of the place, its visible exits and their destinations, the
+    visible items, and an acquaintance both ways with everyone there.
+    Knowledge is never withdrawn by looking (only an erroneous record is),
+    and an existing edge or relationship is left as it is.
     """
     place = state.location_of(who)
     if not place:
         return []
-    known = knowledge(state, who)
-    writes = []
-
-    def learn(kind, target):
-        if target not in known.get(kind, {}):
-            writes.append({"slot": knows_slot(who, kind, target), "kind": "knows", "subject": who, "value": target,
-                           "data": {"how": "observed"}})
-
-    learn("place", place)
+    seen = [("place", place)]
     for exit in exits_from(state, place):
         if not exit.hidden:
-            learn("exit", f"{place}:{exit.key}")
-            learn("place", exit.to)
-    for item in visible_items(state, who, place):
-        learn("item", item.key)
-    mine = relationships_of(state, who)
+            seen += [("exit", f"{place}:{exit.key}"), ("place", exit.to)]
+    seen += [("item", item.key) for item in visible_items(state, who, place)]
+    found = [(knows_slot(who, kind, target), {"slot": knows_slot(who, kind, target), "kind": "knows", "subject": who,
+                                                "value": target, "data": {"how": "observed"}})
+             for kind, target in seen]
     for other in state.at(place):
-        if other == who or kind_of(state, other) != "character":
-            continue
-        if other not in mine:
-            writes.append(_relation(who, other, ACQUAINTANCE))
-        if state.get(f"relationship:{other}:{who}") is None:
-            writes.append(_relation(other, who, ACQUAINTANCE))
-    return writes
+        if other != who and kind_of(state, other) == "character":
+            for one, another in ((who, other), (other, who)):
+                found.append((f"relationship:{one}:{another}", _relation(one, another, ACQUAINTANCE)))
+    return found
+
+
+def look_around(state, who):
+    """Return the records ``who`` gains by looking around now (what ``look`` finds that is not known yet)."""
+    found = look(state, who)
+    state.prefetch([slot for slot, _ in found])
+    return [write for slot, write in found if state.get(slot) is None]
 
 
 def observers(state, outcomes):
@@ -1370,12 +1452,8 @@ def observers(state, outcomes):
 
 
 def prepare_observation(state, who):
-    """Read up front what looking around needs for ``who`` (a partial state): knowledge, relationships, company."""
-    places_seen = {state.location_of(key) for key in who} - {""}
-    state.load_occupants(places_seen)
-    company = {other for place in places_seen for other in state.at(place)}
-    state.load("knows", who)
-    state.load("relationship", set(who) | company)
+    """Read up front who is where ``who`` are (a partial state): looking around meets them."""
+    state.load_occupants({state.location_of(key) for key in who} - {""})
 
 
 # ---------------------------------------------------------------- the whole world, as plain values

@@ -184,7 +184,7 @@ def test_giving_part_of_a_stack_merges_it_into_the_receivers_stack(state):
     applied(apply(state, ops("Aldric", op("give", "arrows", quantity=5, to="Mara")))[0])
     assert world.item_of(state, "aldric-arrows").quantity == 15
     assert world.item_of(state, "mara-arrows").quantity == 8
-    assert world.items_named(state, "arrows") == ["aldric-arrows", "mara-arrows"], "no third stack"
+    assert world.items_named(state, "arrows") == ("aldric-arrows", "mara-arrows"), "no third stack"
     applied(apply(state, ops("Aldric", op("drop", "arrows", quantity=4)))[0])
     [dropped] = [k for k in world.items_named(state, "arrows") if world.item_of(state, k).holder == "hall"]
     assert world.item_of(state, dropped).quantity == 4 and state.name_of(dropped) == "arrows"
