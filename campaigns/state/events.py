@@ -85,18 +85,17 @@ def validate_batch(state, events, source, *, elsewhere=lambda key: False):
 
     Each event sees the ones before it; a rejected one changes nothing and
     the others still apply. After the batch, whoever moved and everyone where
-    things changed look around (``world.observers``): what they now know and
+    things changed see it (``world.observation``): what they now know and
     whom they have now met is one more event, ``observe``, written by the
     application and never proposable.
     """
     outcomes = [validate(state, event, source, elsewhere=elsewhere) for event in events]
-    who = world.observers(state, outcomes)
-    if who:
-        world.prepare_observation(state, who)
-        event = clean({"type": "observe", "data": {"who": who}})
-        seen = _applied(state, event, source, TYPES["observe"].handler(Check(state, source, elsewhere), event))
-        if seen.writes:
-            outcomes.append(seen)
+    seen = world.observation(state, outcomes)
+    if seen is not None:
+        event = clean({"type": "observe", "data": seen})
+        observed = _applied(state, event, source, TYPES["observe"].handler(Check(state, source, elsewhere), event))
+        if observed.writes:
+            outcomes.append(observed)
     return outcomes
 
 

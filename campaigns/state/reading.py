@@ -146,6 +146,7 @@ class State:
     checked: set = field(default_factory=set)  # slots known to be empty (or ended in this batch)
     index: _Index | None = None  # the names of exactly the entities in ``slots``, when the reader has them
     fetch_where: object = None  # fetch_where(sql, params) -> {slot: Record}: the slots of the matching records
+    fetch_live: object = None  # fetch_live(slots) -> the set of those slots that hold a live record
     loaded: set = field(default_factory=set)  # (kind, subject) pairs whose every slot a partial state holds
     # Values derived from the slots (the exit graph, who holds what), by name: (kinds they read, value).
     # ``shared`` is the cached base's own dict, so what one read derives from the base the next reuses.
@@ -183,6 +184,19 @@ class State:
             if parts[0] not in BASE_PREFIXES and (parts[0], parts[1] if len(parts) > 1 else "") not in self.loaded:
                 self.prefetch([slot])
         return self.slots.get(slot)
+
+    def existing(self, slots):
+        """Return which of ``slots`` hold a live record, reading (for a partial state) only whether they do."""
+        here = {slot for slot in slots if slot in self.slots}
+        if self.complete:
+            return here
+        ask = []
+        for slot in slots:
+            if slot not in self.slots and slot not in self.checked:
+                parts = slot.split(":", 2)
+                if parts[0] not in BASE_PREFIXES and (parts[0], parts[1] if len(parts) > 1 else "") not in self.loaded:
+                    ask.append(slot)
+        return here | (self.fetch_live(ask) if ask else set())
 
     def prefetch(self, slots):
         """Read ``slots`` from the database in one query (a partial state only)."""
@@ -445,10 +459,14 @@ def _partial(path, campaign):
     def fetch_where(where, params):
         return _fold_matching(path, where, params)
 
+    def fetch_live(slots):
+        return _live_slots(path, slots)
+
     base = _base(path, campaign)
     # A state's slots change as a batch is validated; the cached base's must not.
     return State(dict(base.slots), _canon(path), complete=False, fetch=fetch, index=base.index,
-                 fetch_where=fetch_where, caches=dict(base.caches), shared=base.caches, by_kind=dict(base.by_kind))
+                 fetch_where=fetch_where, fetch_live=fetch_live, caches=dict(base.caches), shared=base.caches,
+                 by_kind=dict(base.by_kind))
 
 
 def _fold(path, campaign):
@@ -532,6 +550,23 @@ def _fold_slots(path, slots):
         _keep(best, _rows(f"r.campaign_id = %s AND r.slot IN ({', '.join(['%s'] * len(chunk))})",
                           [path.campaign_id, *chunk]), path)
     return {slot: _record(row) for slot, row in best.items() if not row[12]}
+
+
+def _live_slots(path, slots):
+    """Return which of ``slots`` hold a live record on ``path``: the fold without reading the records' values."""
+    live = set()
+    for start in range(0, len(slots), SLOTS_PER_QUERY):
+        chunk = slots[start:start + SLOTS_PER_QUERY]
+        with connection.cursor() as cursor:
+            cursor.execute(f"SELECT slot, depth, id, retracted, branch_id FROM {StateRecord._meta.db_table}"
+                           f" WHERE campaign_id = %s AND slot IN ({', '.join(['%s'] * len(chunk))})",
+                           [path.campaign_id, *chunk])
+            best = {}
+            for slot, depth, pk, retracted, branch in cursor.fetchall():
+                if path.contains(branch, depth) and (depth, pk) > best.get(slot, (-1, -1, False))[:2]:
+                    best[slot] = (depth, pk, bool(retracted))
+        live |= {slot for slot, (_, _, retracted) in best.items() if not retracted}
+    return live
 
 
 def _fold_matching(path, where, params):

@@ -1382,20 +1382,54 @@ def _world_section(check, event):
 # ---------------------------------------------------------------- observation
 
 
-@register(WORLD_RANK, "observe", sources=(), fields={"who": Field("names", "the characters who look around")},
-          help="written by the application after a batch: what the named characters now see where they are")
+@register(WORLD_RANK, "observe", sources=(), fields={
+    "who": Field("names", "the characters who arrived somewhere and look around"),
+    "witnesses": Field("names", "the characters where something changed, who see what changed"),
+    "items": Field("names", "the items that changed"),
+    "exits": Field("names", "the exits (their slots) that changed")},
+    help="written by the application after a batch: what the named characters now see where they are")
 def _observe(check, event):
-    state = check.state
-    looks = [look(state, who) for who in event["data"].get("who", [])]
-    # What anyone could learn is read in one go (a partial state), not each character's whole knowledge.
-    state.prefetch([slot for seen in looks for slot, _ in seen])
-    writes, made = [], set()
+    state, data = check.state, event["data"]
+    looks = [look(state, who) for who in data.get("who", [])]
+    looks += [witness(state, who, data.get("items", []), data.get("exits", [])) for who in data.get("witnesses", [])]
+    # Whether anyone knows it already is asked in one go (a partial state), not each character's whole knowledge.
+    made = state.existing([slot for seen in looks for slot, _ in seen])
+    writes = []
     for seen in looks:
         for slot, write in seen:
-            if slot not in made and state.get(slot) is None:
+            if slot not in made:
                 made.add(slot)
                 writes.append(write)
     return writes
+
+
+def _learning(who, kind, target):
+    slot = knows_slot(who, kind, target)
+    return slot, {"slot": slot, "kind": "knows", "subject": who, "value": target, "data": {"how": "observed"}}
+
+
+def witness(state, who, items, exits):
+    """Return [(slot, write)]: what ``who`` learns by seeing ``items`` and ``exits`` change where it is."""
+    place = state.location_of(who)
+    if not place:
+        return []
+    # What an opened container holds comes into view with it.
+    shown, queue = [], deque(items)
+    while queue:
+        key = queue.popleft()
+        if key in shown or kind_of(state, key) != "item":
+            continue
+        shown.append(key)
+        if item_of(state, key).container == "open":
+            queue.extend(holders(state).get(key, ()))
+    found = [_learning(who, "item", key) for key in shown
+             if place_of(state, key) == place and not obstacle(state, key, who)]
+    for slot in exits:
+        record = state.get(slot)
+        if record is not None and record.subject == place and not record.data.get("hidden"):
+            exit = exit_of(record)
+            found += [_learning(who, "exit", f"{place}:{exit.key}"), _learning(who, "place", exit.to)]
+    return found
 
 
 def look(state, who):
@@ -1414,9 +1448,7 @@ def look(state, who):
         if not exit.hidden:
             seen += [("exit", f"{place}:{exit.key}"), ("place", exit.to)]
     seen += [("item", item.key) for item in visible_items(state, who, place)]
-    found = [(knows_slot(who, kind, target), {"slot": knows_slot(who, kind, target), "kind": "knows", "subject": who,
-                                                "value": target, "data": {"how": "observed"}})
-             for kind, target in seen]
+    found = [_learning(who, kind, target) for kind, target in seen]
     for other in state.at(place):
         if other != who and kind_of(state, other) == "character":
             for one, another in ((who, other), (other, who)):
@@ -1427,13 +1459,14 @@ def look(state, who):
 def look_around(state, who):
     """Return the records ``who`` gains by looking around now (what ``look`` finds that is not known yet)."""
     found = look(state, who)
-    state.prefetch([slot for slot, _ in found])
-    return [write for slot, write in found if state.get(slot) is None]
+    known = state.existing([slot for slot, _ in found])
+    return [write for slot, write in found if slot not in known]
 
 
-def observers(state, outcomes):
-    """Return the characters who look around after a batch: whoever moved, and everyone where things changed."""
-    movers, touched = set(), set()
+def observation(state, outcomes):
+    """Return the data of the ``observe`` event a batch calls for, or None: who moved (and looks around), and who
+    was where items or exits changed (and sees what changed)."""
+    movers, items, exits, touched = set(), set(), set(), set()
     for outcome in outcomes:
         if outcome.status != "applied":
             continue
@@ -1442,18 +1475,19 @@ def observers(state, outcomes):
             if kind == "location" and write.get("value"):
                 movers.add(write["subject"])
             elif kind in ("holder", "item"):
+                items.add(write["subject"])
                 touched.add(place_of(state, write["subject"]))
-            elif kind in ("exit", "feature"):
+            elif kind == "exit":
+                exits.add(write["slot"])
                 touched.add(write["subject"])
     touched.discard("")
-    state.load_occupants(touched)
-    present = {who for place in touched for who in state.at(place)}
-    return sorted(key for key in movers | present if kind_of(state, key) == "character")
-
-
-def prepare_observation(state, who):
-    """Read up front who is where ``who`` are (a partial state): looking around meets them."""
-    state.load_occupants({state.location_of(key) for key in who} - {""})
+    state.load_occupants(touched | {state.location_of(key) for key in movers} - {""})
+    movers = sorted(key for key in movers if kind_of(state, key) == "character")
+    witnesses = sorted({key for place in touched for key in state.at(place)
+                        if kind_of(state, key) == "character"} - set(movers))
+    if not movers and not witnesses:
+        return None
+    return {"who": movers, "witnesses": witnesses, "items": sorted(items), "exits": sorted(exits)}
 
 
 # ---------------------------------------------------------------- the whole world, as plain values

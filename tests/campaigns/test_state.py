@@ -138,7 +138,7 @@ def test_each_event_type_is_rejected_with_its_reason_and_changes_nothing(world, 
 def test_a_batch_applies_the_valid_events_and_records_every_rejection(world):
     events = turn(world, ev("move", "Vale", "docks"), ev("move", "Mara", "docks"), "not an object")
     assert [e.status for e in events] == ["rejected", "applied", "rejected", "applied"]
-    assert events[-1].payload["type"] == "observe" and events[-1].payload["data"] == {"who": ["mara"]}
+    assert events[-1].payload["type"] == "observe" and events[-1].payload["data"]["who"] == ["mara"]
     assert RecorderRun.objects.get(node=head_node(world)).status == "applied"
     assert state(world).location_of("mara") == "docks"
 

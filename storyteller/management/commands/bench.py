@@ -840,7 +840,9 @@ def _world_document(rng):
     items, number = [], 0
     while len(items) < WORLD_ITEMS:
         # The first ten chains lie in room 0, where the benchmark's batch moves them about.
-        holder = rooms[0] if number < 40 else rooms[number % 40] if number % 3 else f"Villager {number % WORLD_CHARACTERS}"
+        # (The rest are spread over 400 rooms and the villagers, a few to a place.)
+        holder = (rooms[0] if number < 40 else rooms[number // 4 % 400 + 1] if number % 3
+                  else f"Villager {number // 4 % WORLD_CHARACTERS}")
         chain = [f"Thing {number + depth}" for depth in range(4)]
         for depth, name in enumerate(chain):
             items.append({"name": name, "holder": holder if depth == 0 else chain[depth - 1],
