@@ -231,10 +231,12 @@ def _coerce(raw, spec, where, problems):
 def schema(name, source=CORRECTION):
     """Return the JSON Schema of one event of type ``name`` as ``source`` may send it.
 
-    Every property is required and no other is allowed, so the same schema
-    serves strict structured output (OpenAI ``strict``), Ollama's ``format``
-    and the built-in narrator's grammar; people and scripts may leave fields
-    out (``clean`` fills them in), which docs/events.md says.
+    The envelope's properties are required and no other is allowed; every
+    field of ``data`` may be left out (a field left out is left as it was, or
+    takes its default), so a model never has to restate what did not change.
+    The same schema serves Ollama's ``format``, OpenAI-compatible servers and
+    the built-in narrator's grammar; people and scripts may also leave
+    envelope fields out (``clean`` fills them in), which docs/events.md says.
     """
     kind = TYPES[name]
     properties = {
@@ -249,7 +251,8 @@ def schema(name, source=CORRECTION):
                                  "maxItems": MAX_ALIASES}
     fields = kind.fields_for(source)
     if fields:
-        properties["data"] = _object({name: _field_schema(spec, source) for name, spec in fields.items()})
+        properties["data"] = _object({name: _field_schema(spec, source) for name, spec in fields.items()},
+                                     required=())
     return _object(properties)
 
 
@@ -263,8 +266,9 @@ def recorder_schema(source=RECORDER):
 MAX_EVENTS = 40
 
 
-def _object(properties):
-    return {"type": "object", "properties": properties, "required": list(properties), "additionalProperties": False}
+def _object(properties, required=None):
+    return {"type": "object", "properties": properties,
+            "required": list(properties if required is None else required), "additionalProperties": False}
 
 
 def _field_schema(spec, source):
@@ -285,7 +289,7 @@ def _field_schema(spec, source):
     if spec.kind == "ops":
         fields = {name: op for name, op in OP_FIELDS.items() if op.recorder or source not in PROPOSERS}
         return {"type": "array", "maxItems": MAX_OPS,
-                "items": _object({name: _field_schema(op, source) for name, op in fields.items()})}
+                "items": _object({name: _field_schema(op, source) for name, op in fields.items()}, required=("op",))}
     raise ValueError(f"unknown field kind {spec.kind!r}")
 
 

@@ -762,7 +762,8 @@ def _opener(check, name):
 
 
 ITEM_FIELDS = {
-    "id": Field("name", "the item's key, when two items share a name (a world file)", recorder=False),
+    "id": Field("name", "the entity's own key (a world file or a person; two items may share a name)",
+                recorder=False),
     "holder": Field("name", "who or what holds it: a place, a character or a container (empty: the scene's place)"),
     "mode": Field("choice", "how it is held (worked out from the holder when empty)", choices=MODES,
                   recorder=False),

@@ -198,3 +198,22 @@ def test_the_world_command_creates_lints_and_exports(db, tmp_path):
     with pytest.raises(CommandError) as refused:
         run("world", "new", str(path))
     assert "world_lint: Brom has no place" in str(refused.value)
+
+
+def test_the_documented_schema_of_every_event_type_is_the_one_the_validator_and_the_recorder_use():
+    from pathlib import Path
+
+    from campaigns.state import registry
+
+    text = (Path(__file__).resolve().parents[2] / "docs" / "events.md").read_text()
+    documented = {}
+    for section in text.split("## Every event type")[1].split("\n### ")[1:]:
+        name, _, body = section.partition("\n")
+        if "```json\n" in body:
+            documented[name.strip()] = json.loads(body.split("```json\n", 1)[1].split("\n```", 1)[0])
+    assert set(documented) == set(registry.types_for("correction")) | {"world_section"}
+    for name, schema in documented.items():
+        assert schema == registry.schema(name, "world" if name == "world_section" else "correction"), name
+    printed = json.loads(run("story", "schema"))
+    assert printed == documented
+    assert json.loads(run("story", "schema", "--recorder")) == registry.recorder_schema()

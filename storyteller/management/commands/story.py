@@ -7,6 +7,7 @@ from django.contrib.auth import get_user_model
 from django.core.management.base import BaseCommand, CommandError
 
 from campaigns import worldfile
+from campaigns.state import registry
 from storyteller import scripting, signin
 
 
@@ -26,11 +27,16 @@ class Command(BaseCommand):
         state.add_argument("--campaign", type=int, required=True)
         state.add_argument("--depth", default="", help="a depth, or 'all' for every depth (default: the head)")
         state.add_argument("--json", action="store_true", help="print JSON (an array with --depth all)")
+        schema = commands.add_parser("schema", help="Print the JSON Schema of every event type (docs/events.md).")
+        schema.add_argument("--type", help="one event type only")
+        schema.add_argument("--recorder", action="store_true", help="the recorder's whole answer schema instead")
 
     def handle(self, *args, command, **options):
         try:
             if command == "append":
                 self._append(**options)
+            elif command == "schema":
+                self._schema(**options)
             else:
                 self._state(**options)
         except (ValueError, scripting.ScriptRefused, worldfile.WorldRefused) as error:
@@ -67,6 +73,17 @@ class Command(BaseCommand):
                 return
         for state in states:
             self.stdout.write(_describe(state))
+
+    def _schema(self, type, recorder, **options):
+        if recorder:
+            self.stdout.write(_json(registry.recorder_schema()))
+            return
+        names = [type] if type else list(registry.types_for("correction")) + ["world_section"]
+        unknown = [name for name in names if name not in registry.TYPES]
+        if unknown:
+            raise CommandError(f"Unknown event type {unknown[0]!r}; the types are {', '.join(registry.TYPES)}.")
+        schemas = {name: registry.schema(name, "world" if name == "world_section" else "correction") for name in names}
+        self.stdout.write(_json(schemas[type] if type else schemas))
 
     def _say(self, as_json, value, *lines):
         if as_json:
