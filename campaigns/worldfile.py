@@ -228,8 +228,8 @@ def build(document, protagonist=""):
         problems.append(f"version {document.get('version')!r} is not one this Storyteller reads (it reads {VERSION})")
     for section in document:
         if section not in WORLD_SECTIONS and section not in STORED_SECTIONS:
-            problems.append(f"unknown section {section!r}; a world file has "
-                            f"{', '.join(s for s in (*WORLD_SECTIONS, *STORED_SECTIONS) if s not in ('format', 'version'))}")
+            known = [s for s in (*WORLD_SECTIONS, *STORED_SECTIONS) if s not in ("format", "version")]
+            problems.append(f"unknown section {section!r}; a world file has {', '.join(known)}")
     names = _Names()
     names.declare("character", PROTAGONIST, [protagonist_name_of(protagonist)] if protagonist else [])
     sections = {name: _list(document, name, problems) for name in ("slots", "places", "exits", "factions",
@@ -245,9 +245,9 @@ def build(document, protagonist=""):
         _place(out, names, entry, f"places[{number}]")
     for number, entry in enumerate(sections["factions"], 1):
         if isinstance(entry, dict) and entry.get("_key"):
-            out.add(f"factions[{number}]", "introduce", _text(entry["name"]), "faction", _text(entry.get("description")),
-                    aliases=_aliases(entry), narrator_only=entry.get("narrator_only") is True,
-                    data={"id": entry["_key"]})
+            out.add(f"factions[{number}]", "introduce", _text(entry["name"]), "faction",
+                    _text(entry.get("description"), MAX_TEXT), aliases=_aliases(entry),
+                    narrator_only=entry.get("narrator_only") is True, data={"id": entry["_key"]})
     characters = [(number, entry) for number, entry in enumerate(sections["characters"], 1)
                   if isinstance(entry, dict) and entry.get("_key")]
     for number, entry in characters:
@@ -614,7 +614,7 @@ def export(state, campaign=None):
     document = {"format": FORMAT, "version": VERSION}
     if campaign is not None:
         document["campaign"] = {
-            **{field_name: getattr(campaign, field_name) for field_name in CAMPAIGN_FIELDS if getattr(campaign, field_name)},
+            **{name: getattr(campaign, name) for name in CAMPAIGN_FIELDS if getattr(campaign, name)},
             "canon": [{"text": rule.text, "scope": rule.scope} for rule in campaign.canon_rules.filter(enabled=True)],
         }
     entities = {e["key"]: e for e in snap["entities"]}
@@ -665,9 +665,9 @@ def export(state, campaign=None):
         **{k: item[k] for k in ("unique", "notable", "hidden") if item[k]},
         **({"quantity": item["quantity"]} if item["quantity"] != 1 else {}),
     } for item in snap["items"] if item["holder"] and item["quantity"] > 0]
-    document["exits"] = [{"from": e["from"], "to": e["to"], **{k: e[k] for k in ("label", "opener") if e[k]},
-                          "state": e["state"], **({"travel_seconds": e["travel_seconds"]} if e["travel_seconds"] else {}),
-                          **({"hidden": True} if e["hidden"] else {})} for e in snap["exits"]]
+    document["exits"] = [{"from": e["from"], "to": e["to"], "state": e["state"],
+                          **{k: e[k] for k in ("label", "opener", "travel_seconds", "hidden") if e[k]}}
+                         for e in snap["exits"]]
     document["facts"] = snap["facts"]
     for record in state.of_kind("world_section"):
         document[record.value] = record.data.get("content")

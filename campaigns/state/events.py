@@ -429,7 +429,8 @@ def _retract(check, event):
              "retracted": True}]
 
 
-@register(STORY, "mark", sources=PEOPLE, help="\"\" / slot / \"\": make a line narrator-only, or known to the player again")
+@register(STORY, "mark", sources=PEOPLE,
+          help="\"\" / slot / \"\": make a line narrator-only, or known to the player again")
 def _mark(check, event):
     current = check.state.get(event["object"])
     if current is None or current.source == "campaign":

@@ -234,7 +234,8 @@ class State:
         if self.complete or not wanted:
             return
         found = self.fetch_where(f"kind = 'location' AND value IN ({', '.join(['%s'] * len(wanted))})", wanted)
-        self.add({slot: record for slot, record in found.items() if slot not in self.slots and slot not in self.checked})
+        self.add({slot: record for slot, record in found.items()
+                  if slot not in self.slots and slot not in self.checked})
         self.loaded.update(("at", p) for p in wanted)
 
     def put(self, record):
@@ -697,7 +698,8 @@ def _follow(cached, live, changed):
             by_kind[new.kind][new.slot] = new
     caches = {}
     for name, entry in cached.caches.items():
-        touched = [(old, new) for old, new in changes if any(r is not None and r.kind in entry.kinds for r in (old, new))]
+        touched = [(old, new) for old, new in changes
+                   if any(r is not None and r.kind in entry.kinds for r in (old, new))]
         if not touched:
             caches[name] = entry
         elif entry.update is not None:

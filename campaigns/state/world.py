@@ -495,7 +495,7 @@ def _follow_features(by_place, old, new):
 
 
 def knowledge(state, who):
-    """Return {kind: {target: how}}: everything ``who`` knows of (seed 「实体知识」), places, items, exits, lore."""
+    """Return {kind: {target: how}}: every place, item, exit and lore ``who`` knows of (seed 「实体知识」)."""
     state.load("knows", [who])
     prefix = f"knows:{who}:"
 
@@ -671,7 +671,8 @@ def _move(check, event):
 # ---------------------------------------------------------------- places, features, exits
 
 
-@register(WORLD_RANK, "place_edit", sources=EVERYONE, help="place / \"\" / its new description: a place changed", aliases=True)
+@register(WORLD_RANK, "place_edit", sources=EVERYONE, aliases=True,
+          help="place / \"\" / its new description: a place changed")
 def _place_edit(check, event):
     place = _place(check, event["subject"])
     current = check.state.entity(place)
@@ -1240,8 +1241,8 @@ _OPS = {"take": _take, "drop": _drop, "give": _give, "put": _put, "wear": _wear,
 AXIS_FIELDS = {name: Field("axis", f"{name}, from -1 to 1") for name in AXES}
 
 
-@register(WORLD_RANK, "relationship", sources=EVERYONE, fields={"label": Field("name", "what they are to each other (sister, "
-                                                                   "rival, acquaintance)"), **AXIS_FIELDS},
+@register(WORLD_RANK, "relationship", sources=EVERYONE,
+          fields={"label": Field("name", "what they are to each other (sister, rival, acquaintance)"), **AXIS_FIELDS},
           help="one / the other / how the first now sees the other (one direction; data: label and axes -1..1)")
 def _relationship(check, event):
     one = check.entity(event["subject"])

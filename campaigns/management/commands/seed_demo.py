@@ -13,7 +13,7 @@ DEMO_WORLD = Path(__file__).resolve().parents[2] / "worlds" / "greyhollow.json"
 
 
 class Command(BaseCommand):
-    help = "Create the demo campaign (the world of campaigns/worlds/greyhollow.json) for the local owner if they have none."
+    help = "Create the demo campaign (campaigns/worlds/greyhollow.json) for the local owner if they have none."
 
     def handle(self, *args, **options):
         owner = signin.owner()

@@ -827,7 +827,8 @@ def _world_document(rng):
         elif rng.random() < 0.05 and one >= KNOWN_PLACES:
             extra = {"state": "blocked"}
         join(one, other, **extra)
-    characters = [{"name": f"Villager {n}", "place": rooms[rng.randrange(WORLD_PLACES)]} for n in range(WORLD_CHARACTERS)]
+    characters = [{"name": f"Villager {n}", "place": rooms[rng.randrange(WORLD_PLACES)]}
+                  for n in range(WORLD_CHARACTERS)]
     characters[0]["place"] = rooms[0]
     characters[0]["knowledge"] = {"locations": rooms[:KNOWN_PLACES],
                                   "exits": [{"from": e["from"], "to": e["to"]} for e in exits
@@ -929,7 +930,8 @@ def _measure_world_build(document, repeat):
             wall.append(time.perf_counter() - started)
             cpu.append(time.process_time() - started_cpu)
     size = f"2,000 turns, {WORLD_PLACES:,} places"
-    return [_row("world context build", size, wall, "median < 30 ms at 2,000 turns"), _row("  (CPU time)", size, cpu, "")]
+    return [_row("world context build", size, wall, "median < 30 ms at 2,000 turns"),
+            _row("  (CPU time)", size, cpu, "")]
 
 
 BENCHMARKS = {
