@@ -53,7 +53,7 @@ def test_a_malformed_memory_summary_shows_failed_never_up_to_date_and_a_retry_ru
     narrator_server.script_json({"memory": "Aldric reached the gate."}, {"memory": "Aldric waited in the rain."})
     page = client_of.post(reverse("retry_worker", args=[campaign.pk]), **HTMX).content.decode()
     assert 'data-worker="done"' in page and "Up to date." in page and "failed" not in page
-    assert page.count('hx-swap-oob="true"') == 3, "the state, memory and plot panels load again"
+    assert page.count('hx-swap-oob="true"') == 6, "the state, memory, plot, world, map and items panels load again"
     run = MemoryRun.objects.get(node=node)
     assert (run.status, run.written, run.attempts) == ("written", 2, 2)
     assert Memory.objects.filter(campaign=campaign).count() == 2
@@ -145,7 +145,7 @@ def test_a_poll_that_finds_the_worker_finished_loads_the_panels_again_and_a_plai
     assert 'id="memory-panel"' not in client_of.get(url, **HTMX).content.decode()
     page = client_of.get(url + "?was=running", **HTMX).content.decode()
     assert all(f'id="{panel}"' in page for panel in ("state-panel", "memory-panel", "plot-panel"))
-    assert page.count('hx-swap-oob="true"') == 3
+    assert page.count('hx-swap-oob="true"') == 6
 
 
 def test_the_play_page_loads_the_worker_status(client_of, campaign):
