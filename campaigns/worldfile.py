@@ -30,7 +30,7 @@ from django.db import transaction
 from . import lineage, story
 from .models import Campaign, CanonRule, Node, StateEvent
 from .state import lint, validate_batch, world
-from .state.reading import PROTAGONIST, State, _add_protagonist, key_for, normalize, protagonist_name
+from .state.reading import PROTAGONIST, Canon, State, _add_protagonist, key_for, normalize, protagonist_name
 from .state.registry import MAX_NAME, MAX_TEXT, clean
 
 FORMAT = "storyteller-world"
@@ -530,9 +530,10 @@ def check(document, protagonist=""):
 
     The protagonist's line is the campaign's (or, when not given, the file's own).
     """
-    protagonist = protagonist or campaign_fields(document)[0].get("protagonist", "")
+    fields, canon = campaign_fields(document)
+    protagonist = protagonist or fields.get("protagonist", "")
     built = build(document, protagonist)
-    state = fresh_state(protagonist)
+    state = fresh_state(protagonist, canon)
     outcomes = validate_batch(state, [clean(event) for event in built.events], "world")
     problems = list(built.problems)
     for where, outcome in zip(built.where, outcomes):
@@ -542,11 +543,11 @@ def check(document, protagonist=""):
     return Checked(built, state, outcomes, problems, findings)
 
 
-def fresh_state(protagonist):
-    """Return the state of a new campaign's opening: the protagonist, nothing else."""
+def fresh_state(protagonist, canon=()):
+    """Return the state of a new campaign's opening: the protagonist and the canon rules, nothing else."""
     slots = {}
     _add_protagonist(slots, type("Campaign", (), {"protagonist": protagonist})())
-    return State(slots)
+    return State(slots, [Canon(-number, text, scope) for number, (text, scope) in enumerate(canon, 1)])
 
 
 def campaign_fields(document):
@@ -588,7 +589,7 @@ def create_campaign(owner, document, **fields):
         story.start_campaign(campaign)
         stored = write(campaign, checked.built.events)
         rejected = [event for event in stored if event.status != StateEvent.Status.APPLIED]
-        if rejected:  # the check above saw the same state; this would be a defect, never half a world
+        if rejected:  # the check saw the same state, so this is a defect; it still never stores half a world
             raise WorldRefused([f"{event.payload.get('type')}: {event.reason}" for event in rejected])
     return campaign, checked.findings
 

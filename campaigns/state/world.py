@@ -980,10 +980,11 @@ def _reachable(check, world, actor, name, role="item", *, not_mine=False):
     state = check.state
     place = _where(check, actor)
     keys = _candidates(check, world, name, role)
-    ranked = sorted(keys, key=lambda k: (place_of(state, k, world) != place, bool(obstacle(state, k, actor, world)),
-                                         holding_character(state, k, world) not in ("", actor),
-                                         not_mine and world.item(k).holder == actor, k))
-    item = world.item(ranked[0])
+    if len(keys) > 1:
+        keys = sorted(keys, key=lambda k: (place_of(state, k, world) != place, bool(obstacle(state, k, actor, world)),
+                                           holding_character(state, k, world) not in ("", actor),
+                                           not_mine and world.item(k).holder == actor, k))
+    item = world.item(keys[0])
     if place_of(state, item.key, world) != place:
         raise Rejected(f"the {item.name} is not at {state.name_of(place)}, where {state.name_of(actor)} is")
     why = obstacle(state, item.key, actor, world)

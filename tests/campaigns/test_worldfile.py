@@ -138,3 +138,13 @@ def test_a_zip_carries_the_world_in_several_files():
     with pytest.raises(worldfile.WorldRefused) as refused:
         worldfile.read(buffer.getvalue())
     assert len(refused.value.reasons) == 2
+
+
+def test_a_world_fact_that_contradicts_the_files_own_canon_is_refused(owner):
+    doc = document()
+    doc["facts"] = ["The Keep does not stand on a cliff above the sea."]
+    with pytest.raises(worldfile.WorldRefused) as refused:
+        worldfile.create_campaign(owner, doc)
+    assert refused.value.reasons == ["facts[1]: contradicts campaign canon (Level 1): "
+                                     "'The Keep stands on a cliff above the sea.'"]
+    assert not Campaign.objects.exists()

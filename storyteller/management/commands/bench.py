@@ -513,18 +513,19 @@ def _commit_bench_turn(campaign, index):
 
 def _recorder_batch(index):
     """Return twenty valid events of every kind the recorder proposes, distinct per ``index``."""
-    def ev(type, subject="", object="", value=""):
-        return {"type": type, "subject": subject, "object": object, "value": value, "narrator_only": False}
+    def ev(type, subject="", object="", value="", **data):
+        return {"type": type, "subject": subject, "object": object, "value": value, "narrator_only": False,
+                "data": data}
 
     newcomer, place, item = f"Newcomer {index}", f"New place {index}", f"New item {index}"
     return [
         ev("introduce", newcomer, "character", "a stranger"),
         ev("introduce", place, "place"),
-        ev("introduce", item, "item"),
         ev("scene", "", place, f"Scene {index} begins."),
+        ev("introduce", item, "item"),
         ev("arrive", newcomer),
-        ev("acquire", newcomer, item),
-        ev("give", newcomer, item, "protagonist"),
+        ev("item_changes", newcomer, ops=[{"op": "take", "item": item}]),
+        ev("item_changes", newcomer, ops=[{"op": "give", "item": item, "to": "protagonist"}]),
         ev("move", "Character 5", place),
         ev("relationship", newcomer, "protagonist", "wary"),
         ev("set_condition", newcomer, "", "soaked"),
@@ -532,7 +533,7 @@ def _recorder_batch(index):
         ev("resolve_thread", "", "answered", f"Who sent newcomer {index}?"),
         *[ev("add_fact", newcomer, "", f"Newcomer {index} knows fact {n}.") for n in range(6)],
         ev("retract_fact", "", "", f"Newcomer {index} knows fact 0."),
-        ev("lose", "protagonist", item),
+        ev("item_changes", "protagonist", ops=[{"op": "drop", "item": item}]),
     ]
 
 
