@@ -134,8 +134,8 @@ def world_panel_context(campaign, *, message="", error="", reload_panels=False):
     view = world.place_view(now, place, state.PROTAGONIST, everything=True, cap=False) if place else None
     head = path.nodes().filter(depth=campaign.head_depth).first()
     refused = StateEvent.objects.filter(node=head, status=StateEvent.Status.REJECTED) if head else []
-    people = [{"key": key, "name": now.name_of(key), "condition": now.get(f"condition:{key}")}
-              for key in (view.people if view else [])]
+    people = [{"key": key, "name": now.name_of(key), "condition": now.get(f"condition:{key}"),
+               "known": world.known_entities(now, key)} for key in (view.people if view else [])]
     return {
         "campaign": campaign,
         "now": now,

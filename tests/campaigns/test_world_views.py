@@ -31,6 +31,8 @@ def test_the_world_panel_shows_the_place_exits_people_and_items_with_what_is_uns
     assert 'data-exit="exit:hall:corridor" data-state="open"' in page
     assert "Mara" in page and "tending the fire" in page and "inside: afraid of what is in the vault" in page
     assert "the cloak is hidden" in page and "iron key" in page and "iron key ← chest ← Hall" in page
+    [mara] = [chunk for chunk in page.split("<li") if 'data-person="mara"' in chunk]
+    assert "knows of" in mara and "Vault" in mara and "Edrin" in mara
     whole = get(client_of, "world_panel", keep)
     assert "<html" in whole and 'id="world-panel"' in whole
 
