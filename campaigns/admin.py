@@ -2,7 +2,8 @@ from django import forms
 from django.contrib import admin, messages
 
 from . import state
-from .models import Branch, Campaign, CanonRule, ContextSnapshot, Node, RecorderRun, SavePoint, StateEvent, StateRecord
+from .models import (Branch, Campaign, CanonRule, ContextSnapshot, ExitRecord, ItemRecord, Node, PlaceRecord,
+                     RecorderRun, SavePoint, StateEvent, StateRecord)
 from .state.events import MAX_TEXT
 
 
@@ -77,6 +78,9 @@ class CorrectionAdminForm(forms.ModelForm):
     value = forms.CharField(required=False, max_length=MAX_TEXT, help_text="The fact, description or text.")
     aliases = forms.CharField(required=False, max_length=MAX_TEXT, help_text="For an entity: comma separated.")
     narrator_only = forms.BooleanField(required=False)
+    data = forms.JSONField(required=False, help_text='The fields of the event type (docs/events.md), e.g. '
+                                                     '{"ignore_exits": true} or {"ops": [{"op": "take", "item": '
+                                                     '"iron key"}]}.')
 
     class Meta:
         model = StateEvent
@@ -102,12 +106,12 @@ class StateEventAdmin(admin.ModelAdmin):
 
     def get_fields(self, request, obj=None):
         if obj is None:
-            return ["campaign", "type", "subject", "object", "value", "aliases", "narrator_only"]
+            return ["campaign", "type", "subject", "object", "value", "aliases", "narrator_only", "data"]
         return ["campaign", "node", "source", "author", "payload", "status", "reason", "previous", "attempt"]
 
     def save_model(self, request, obj, form, change):
         fields = {name: form.cleaned_data[name] for name in ("type", "subject", "object", "value", "aliases",
-                                                             "narrator_only")}
+                                                             "narrator_only", "data")}
         event = state.correct(form.cleaned_data["campaign"], request.user, fields)
         obj.pk, obj.node_id, obj.payload, obj.status = event.pk, event.node_id, event.payload, event.status
         if event.status == StateEvent.Status.REJECTED:
@@ -147,6 +151,122 @@ class StateRecordAdmin(_ReadOnlyAdmin):
     @admin.action(description="Make player-known at the campaign's head (a correction)")
     def make_player_known(self, request, queryset):
         self._correct(request, queryset, lambda r: {"type": "mark", "object": r.slot, "narrator_only": False})
+
+
+class _DataFilter(admin.SimpleListFilter):
+    """Filter records by one value of their ``data`` (an exit's state, an item's container)."""
+
+    key = ""
+    values = ()
+
+    def lookups(self, request, model_admin):
+        return [(value, value) for value in self.values]
+
+    def queryset(self, request, queryset):
+        if self.value() is None:
+            return queryset
+        value = {"true": True, "false": False}.get(self.value(), self.value())
+        return queryset.filter(**{f"data__{self.key}": value})
+
+
+class ExitStateFilter(_DataFilter):
+    title, parameter_name, key, values = "state", "state", "state", ("open", "locked", "blocked")
+
+
+class ContainerFilter(_DataFilter):
+    title, parameter_name, key, values = "container", "container", "container", ("open", "closed", "locked")
+
+
+class HiddenFilter(_DataFilter):
+    title, parameter_name, key, values = "hidden", "hidden", "hidden", ("true", "false")
+
+
+class NotableFilter(_DataFilter):
+    title, parameter_name, key, values = "notable", "notable", "notable", ("true", "false")
+
+
+class _WorldRecordAdmin(_ReadOnlyAdmin):
+    """World records as stored on every line (depth and branch say where); change them through corrections."""
+
+    kind = ""
+    search_fields = ["slot", "subject", "value"]
+
+    def get_queryset(self, request):
+        return super().get_queryset(request).filter(kind=self.kind).select_related("campaign")
+
+
+@admin.register(PlaceRecord)
+class PlaceRecordAdmin(_WorldRecordAdmin):
+    kind = "entity"
+    list_display = ["value", "subject", "description", "campaign", "branch", "depth", "authority", "retracted"]
+    list_filter = ["campaign", "authority", "narrator_only", "retracted"]
+
+    def get_queryset(self, request):
+        return super().get_queryset(request).filter(data__kind="place")
+
+    @admin.display(description="description")
+    def description(self, obj):
+        return obj.data.get("description", "")
+
+
+@admin.register(ExitRecord)
+class ExitRecordAdmin(_WorldRecordAdmin):
+    kind = "exit"
+    list_display = ["subject", "value", "label", "state", "opener", "travel_seconds", "hidden", "campaign", "branch",
+                    "depth", "retracted"]
+    list_filter = ["campaign", ExitStateFilter, HiddenFilter, "authority", "retracted"]
+
+    @admin.display(description="label")
+    def label(self, obj):
+        return obj.data.get("label", "")
+
+    @admin.display(description="state")
+    def state(self, obj):
+        return obj.data.get("state", "")
+
+    @admin.display(description="opener")
+    def opener(self, obj):
+        return obj.data.get("opener", "")
+
+    @admin.display(description="travel (s)")
+    def travel_seconds(self, obj):
+        return obj.data.get("travel_seconds", 0)
+
+    @admin.display(description="hidden", boolean=True)
+    def hidden(self, obj):
+        return bool(obj.data.get("hidden"))
+
+
+@admin.register(ItemRecord)
+class ItemRecordAdmin(_WorldRecordAdmin):
+    kind = "item"
+    list_display = ["subject", "quantity", "container", "owner", "condition", "hidden", "notable", "campaign",
+                    "branch", "depth", "retracted"]
+    list_filter = ["campaign", ContainerFilter, HiddenFilter, NotableFilter, "authority", "retracted"]
+
+    @admin.display(description="quantity")
+    def quantity(self, obj):
+        return obj.data.get("quantity", 1)
+
+    @admin.display(description="container")
+    def container(self, obj):
+        return obj.data.get("container") or ""
+
+    @admin.display(description="owner")
+    def owner(self, obj):
+        return obj.data.get("owner", "")
+
+    @admin.display(description="condition")
+    def condition(self, obj):
+        return obj.data.get("condition", "")
+
+    @admin.display(description="hidden", boolean=True)
+    def hidden(self, obj):
+        return bool(obj.data.get("hidden"))
+
+    @admin.display(description="notable", boolean=True)
+    def notable(self, obj):
+        return bool(obj.data.get("notable"))
 
 
 @admin.register(RecorderRun)

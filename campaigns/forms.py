@@ -1,7 +1,9 @@
 from django import forms
 
+from . import worldfile
 from .models import Campaign, CanonRule, Node
 from .state.events import CORRECTION_TYPES, MAX_TEXT
+from .state.registry import OP_FIELDS, TYPES
 
 
 class CampaignForm(forms.ModelForm):
@@ -48,6 +50,39 @@ class CampaignForm(forms.ModelForm):
                 "or there is no room left for the story.",
             )
         return cleaned
+
+
+class NewCampaignForm(CampaignForm):
+    """A new campaign, optionally started from a world file (docs/world-files.md).
+
+    With a world file, what the form leaves blank of the title, protagonist
+    and opening comes from the file's ``campaign`` section.
+    """
+
+    # With a file the title, protagonist and opening may be left blank: the server says what is missing.
+    use_required_attribute = False
+    world = forms.FileField(required=False, label="World file (optional)",
+                            help_text="A world file (.json or .zip): places, exits, characters and items the story "
+                                      "starts with. It is checked whole; a file with any problem is refused, saying "
+                                      "every one.")
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        if self.files.get("world"):
+            for name in ("title", "protagonist", "opening"):
+                self.fields[name].required = False
+
+    def clean_world(self):
+        upload = self.cleaned_data.get("world")
+        if upload is None:
+            return None
+        if upload.size > worldfile.MAX_BYTES:
+            raise forms.ValidationError(f"The file is {upload.size:,} bytes; a world file may be at most "
+                                        f"{worldfile.MAX_BYTES:,}.")
+        try:
+            return worldfile.read(upload.read())
+        except worldfile.WorldRefused as refusal:
+            raise forms.ValidationError(str(refusal)) from None
 
 
 class EditCampaignForm(CampaignForm):
@@ -132,7 +167,13 @@ class SavePointForm(forms.Form):
 
 
 class CorrectionForm(forms.Form):
-    """One correction of the story state; what it means is checked by the event pipeline, not here."""
+    """One correction of the story state; what it means is checked by the event pipeline, not here.
+
+    The fields of the event's ``data`` are posted under their own names (a
+    form for ``move`` posts ``ignore_exits``; one for ``item_changes`` posts
+    one operation as ``op``, ``item``, ``quantity``, ``to``…): ``payload``
+    gathers those the event type has, and the pipeline reads and checks them.
+    """
 
     type = forms.ChoiceField(choices=[(name, name) for name in CORRECTION_TYPES])
     subject = forms.CharField(required=False, max_length=MAX_TEXT, strip=True)
@@ -140,3 +181,16 @@ class CorrectionForm(forms.Form):
     value = forms.CharField(required=False, max_length=MAX_TEXT, strip=True)
     aliases = forms.CharField(required=False, max_length=MAX_TEXT, strip=True)
     narrator_only = forms.BooleanField(required=False)
+
+    def payload(self, posted):
+        """Return the correction event: the cleaned fields, and ``data`` from what ``posted`` gives of the type's."""
+        event = dict(self.cleaned_data)
+        data = {}
+        for name in TYPES[event["type"]].fields:
+            if name == "ops":
+                op = {field: posted[field].strip() for field in OP_FIELDS if posted.get(field, "").strip()}
+                if op:
+                    data["ops"] = [op]
+            elif posted.get(name, "").strip():
+                data[name] = posted[name].strip()
+        return {**event, "data": data}

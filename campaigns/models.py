@@ -224,6 +224,8 @@ class StateEvent(models.Model):
     class Source(models.TextChoices):
         RECORDER = "recorder", "Recorder (after a turn)"
         CORRECTION = "correction", "Manual correction"
+        SCRIPT = "script", "Script (manage.py story append)"
+        WORLD = "world", "World file (at the opening)"
 
     class Status(models.TextChoices):
         APPLIED = "applied", "Applied"
@@ -289,6 +291,30 @@ class StateRecord(models.Model):
 
     def __str__(self):
         return f"{self.slot} = {self.value[:60]}"
+
+
+class PlaceRecord(StateRecord):
+    """The admin's list of places: entity records of kind place, on every line."""
+
+    class Meta:
+        proxy = True
+        verbose_name = "place record"
+
+
+class ExitRecord(StateRecord):
+    """The admin's list of exits (``exit:<from>:<key>`` records), on every line."""
+
+    class Meta:
+        proxy = True
+        verbose_name = "exit record"
+
+
+class ItemRecord(StateRecord):
+    """The admin's list of items' properties (``item:<key>`` records), on every line."""
+
+    class Meta:
+        proxy = True
+        verbose_name = "item record"
 
 
 class RecorderRun(models.Model):

@@ -1,18 +1,21 @@
-"""The state panel and a reply's state events: see what is true now, and correct it.
+"""The state panel, the world panel, its map and its items, and a reply's state events: see what is true now,
+and correct it.
 
 Every change made here is a typed correction event (``state.correct``): it
 keeps who changed what from what, and it is validated like anything the
-recorder proposes. The panel is one fragment, served alone to htmx and inside
-a page otherwise, and re-rendered after every change.
+recorder proposes. Each panel is one fragment, served alone to htmx and
+inside a page otherwise, and re-rendered after every change.
 """
 
 from django.contrib.auth.decorators import login_required
 from django.shortcuts import get_object_or_404, render
 from django.views.decorators.http import require_GET, require_POST
 
-from . import lineage, state
+from . import lineage, state, worldmap
 from .forms import CorrectionForm
 from .models import Campaign, Node, RecorderRun, StateEvent
+from .state import lint, world
+from .state.registry import OP_NAMES
 from .state.selection import describe
 
 # The panel's sections, in reading order, with the record kinds they show.
@@ -97,7 +100,7 @@ def state_correct(request, pk):
     if not form.is_valid():
         problems = "; ".join(f"{field}: {' '.join(errors)}" for field, errors in form.errors.items())
         return render_state_panel(request, campaign, error=f"Nothing was changed ({problems}).")
-    event = state.correct(campaign, request.user, form.cleaned_data)
+    event = state.correct(campaign, request.user, form.payload(request.POST))
     if event.status == StateEvent.Status.REJECTED:
         return render_state_panel(request, campaign, error=f"Nothing was changed: {event.reason}.")
     return render_state_panel(request, campaign, message="Corrected. The narrator sees it from the next turn.")
@@ -116,3 +119,99 @@ def state_events(request, pk, node_pk):
     }
     template = "campaigns/_state_events.html" if request.htmx else "campaigns/state_events.html"
     return render(request, template, context)
+
+
+def _head_state(campaign):
+    campaign.refresh_from_db()
+    path = lineage.path_of(campaign)
+    return path, state.state_at(path, campaign)
+
+
+def world_panel_context(campaign, *, message="", error="", reload_panels=False):
+    """Return what ``campaigns/_world_panel.html`` renders: where the story is, and everything there."""
+    path, now = _head_state(campaign)
+    place = now.place()
+    view = world.place_view(now, place, state.PROTAGONIST, everything=True, cap=False) if place else None
+    head = path.nodes().filter(depth=campaign.head_depth).first()
+    refused = StateEvent.objects.filter(node=head, status=StateEvent.Status.REJECTED) if head else []
+    people = [{"key": key, "name": now.name_of(key), "condition": now.get(f"condition:{key}"),
+               "known": world.known_entities(now, key)} for key in (view.people if view else [])]
+    return {
+        "campaign": campaign,
+        "now": now,
+        "view": view,
+        "exits": [{"exit": exit, "text": describe(now, now.slots[exit.slot])} for exit in (view.exits if view else [])],
+        "items": _item_rows(now, [*view.items, *view.unseen] if view else []),
+        "people": people,
+        "refused": refused,
+        "findings": lint.lint(now),
+        "places": [now.name_of(key) for key in world.places(now)],
+        "characters": [now.name_of(key) for key in world.characters(now)],
+        "item_names": sorted({now.name_of(r.subject) for r in now.entities() if r.data.get("kind") == "item"}),
+        "slots": world.slots(now),
+        "ops": OP_NAMES,
+        "how": world.HOW,
+        "world_message": message,
+        "world_error": error,
+        "reload_panels": reload_panels,
+    }
+
+
+def _item_rows(now, items):
+    return [{"item": item, "chain": [now.name_of(key) for key in world.holding_chain(now, item.key)],
+             "unseen": world.obstacle(now, item.key, state.PROTAGONIST), "owner": now.name_of(item.owner)
+             if item.owner else ""} for item in items]
+
+
+def render_world_panel(request, campaign, **extra):
+    template = "campaigns/_world_panel.html" if request.htmx else "campaigns/world.html"
+    return render(request, template, world_panel_context(campaign, **extra))
+
+
+@login_required
+@require_GET
+def world_panel(request, pk):
+    return render_world_panel(request, campaign_for_user(request, pk))
+
+
+@login_required
+@require_POST
+def world_correct(request, pk):
+    """Apply one correction from the world panel; return the panel, and reload the others (they show it too)."""
+    campaign = campaign_for_user(request, pk)
+    form = CorrectionForm(request.POST)
+    if not form.is_valid():
+        problems = "; ".join(f"{field}: {' '.join(errors)}" for field, errors in form.errors.items())
+        return render_world_panel(request, campaign, error=f"Nothing was changed ({problems}).")
+    event = state.correct(campaign, request.user, form.payload(request.POST))
+    if event.status == StateEvent.Status.REJECTED:
+        return render_world_panel(request, campaign, error=f"Nothing was changed: {event.reason}.")
+    return render_world_panel(request, campaign, message="Corrected. The narrator sees it from the next turn.",
+                              reload_panels=True)
+
+
+@login_required
+@require_GET
+def world_map(request, pk):
+    """The map of the places the protagonist knows: SVG drawn here, exits coloured by state."""
+    campaign = campaign_for_user(request, pk)
+    _, now = _head_state(campaign)
+    context = {"campaign": campaign, "map": worldmap.draw(now), "here": now.name_of(now.location_of(state.PROTAGONIST))
+               if now.location_of(state.PROTAGONIST) else ""}
+    return render(request, "campaigns/_map.html" if request.htmx else "campaigns/world_map.html", context)
+
+
+@login_required
+@require_GET
+def items_panel(request, pk):
+    """Every item in the world, by the place it is in, with its holding chain."""
+    campaign = campaign_for_user(request, pk)
+    _, now = _head_state(campaign)
+    items = [world.item_of(now, r.subject) for r in now.entities() if r.data.get("kind") == "item"]
+    items = [item for item in items if not item.gone]
+    groups = {}
+    for row in _item_rows(now, sorted(items, key=lambda item: (item.name.lower(), item.key))):
+        place = world.place_of(now, row["item"].key)
+        groups.setdefault(now.name_of(place) if place else "", []).append(row)
+    context = {"campaign": campaign, "groups": sorted(groups.items(), key=lambda g: (g[0] == "", g[0].lower()))}
+    return render(request, "campaigns/_items_panel.html" if request.htmx else "campaigns/items.html", context)

@@ -30,58 +30,44 @@ from .llm import bounds, failures, priority
 logger = logging.getLogger(__name__)
 
 # A turn that changes more than this many things is being described, not
-# recorded. Names and the one-sentence values are bounded too: a grammar built
-# from a schema with a free string lets a small model write that string until
-# the token limit cuts it off unclosed (see llm.bounds).
+# recorded. The one-sentence values are bounded too: a grammar built from a
+# schema with a free string lets a small model write that string until the
+# token limit cuts it off unclosed (see llm.bounds).
 MAX_EVENTS = 10
-NAME_LENGTH = 60
 VALUE_LENGTH = 160
 
 # Past this many entities the recorder is shown only those in the scene or
 # named in the turn: the full list would cost more tokens than the turn itself.
 MAX_LISTED = 60
 
-SCHEMA = {
-    "type": "object",
-    "properties": {
-        "events": {
-            "type": "array",
-            "maxItems": MAX_EVENTS,
-            "items": {
-                "type": "object",
-                "properties": {
-                    "type": {"enum": list(story_state.RECORDER_TYPES)},
-                    "subject": {"type": "string", "maxLength": NAME_LENGTH},
-                    "object": {"type": "string", "maxLength": NAME_LENGTH},
-                    "value": {"type": "string", "maxLength": VALUE_LENGTH},
-                    "narrator_only": {"type": "boolean"},
-                },
-                "required": ["type", "subject", "object", "value", "narrator_only"],
-            },
-        },
-    },
-    "required": ["events"],
-}
+# The events the recorder may propose, each with its own fields (campaigns/state/registry.py, docs/events.md),
+# every string and list bounded here (the table's own bounds are for corrections, which a person writes).
+SCHEMA = bounds.bound(story_state.recorder_schema(), max_items=MAX_EVENTS, max_length=VALUE_LENGTH)
 
-# Room for the longest answer SCHEMA allows, at three characters a token (JSON
-# of English prose: 3.1-3.2 with SmolLM2's tokenizer), so every answer closes.
-MAX_TOKENS = bounds.longest(SCHEMA) // 3 + 1
+# Ten events with their data are about 1,000 tokens of JSON. The longest answer SCHEMA allows is far longer
+# (every optional field of ten item_changes), so the limit is set by what a recording needs, not by that:
+# a server model stops when its JSON closes, and the built-in narrator fits the schema to this limit itself
+# (llm.builtin), so its answers close within it.
+MAX_TOKENS = 1600
 
 RULES = """You keep the record of an interactive story. Read the latest turn and list, as JSON events, only the changes to the story state that the turn clearly establishes. Record nothing that is merely said, feared, planned or guessed, and nothing already in the state. Use the exact names from the state; introduce any new person, place, item or faction before other events name it.
 
-Event types (subject / object / value):
-- introduce: name / kind (character, place, item or faction) / a one-line description
-- move: who / place / ""
-- arrive: who / place (or "" for the scene's place) / ""
-- leave: who / place they go to (or "") / ""
-- acquire: who / item / ""      lose: who / item / ""      give: giver / item / receiver
+Event types (subject / object / value; "data" holds the rest):
+- introduce: name / kind (character, place, item or faction) / a one-line description; a new item says in data.holder who or what holds it
+- move: who / place / "" — only along open exits; arrive: who / place (or "" for the scene's place) / ""; leave: who / place they go to (or "") / ""
+- item_changes: who / "" / "" with data.ops, in order: take, drop, give (to), put (to a container), wear, remove, open, close, lock, unlock (key; or exit for a door), reveal
+- exit_change: place / destination / "" — a new way, or one blocked or cleared (data.state); locks change only by item_changes with the key
+- feature: place / feature name / what it is      place_edit: place / "" / its new description
+- item_edit: item / "" / "" — its condition or notability changed (data)
 - add_fact: who it is about (or "") / the fact it replaces (or "") / the fact, one sentence
 - retract_fact: "" / "" / the exact fact that is no longer true
-- relationship: one / the other / how the first now stands towards the other
+- relationship: one / the other / how the first now sees the other (data: label, and familiarity, trust, closeness, tension from -1 to 1)
+- know: who / what they learned exists (a place, item, person or lore) / "" (data.how: told, read or inferred)
 - open_thread: "" / "" / the unresolved question or goal      resolve_thread: "" / outcome / the exact thread
-- set_condition: who / "" / their condition now (wounded, asleep, ...)
+- set_condition: who / "" / their condition now (wounded, asleep, ...); data: activity, mood, and inner (what they feel inside)
 - scene: "" / place (or "") / one line saying where the scene stands now
-Set narrator_only to true only for something the protagonist does not know.
+- slot: a new wear slot / "" / "" (data.capacity)
+Set narrator_only to true only for something the protagonist does not know. What a character sees on arriving somewhere is recorded for you; do not record it.
 Answer {"events": []} when nothing changed."""
 
 
@@ -157,7 +143,7 @@ def _prompt(state, player, node):
         lines.append(f"Location: {chosen.location}")
     if chosen.scene:
         lines.append(f"Scene: {chosen.scene}")
-    lines += ["Current state:", *[f"- {line.text}" for line in chosen.lines]]
+    lines += ["Current state:", *[f"- {line.text}" for line in [*chosen.here, *chosen.lines]]]
     holding = [f"- {rule.text}" for rule in state.canon if rule.scope == "initial" and not state.superseded(rule.id)]
     if holding:
         lines += ["Initial canon that still holds (retract or replace it by its exact text if the story changes it):",

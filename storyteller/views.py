@@ -24,9 +24,10 @@ from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 from django_htmx.http import HttpResponseClientRedirect
 
-from campaigns import lineage, story
+from campaigns import lineage, story, worldfile
 from campaigns import views as campaign_views
-from campaigns.forms import MAX_ACTION, MAX_DIRECTION, CampaignForm, CanonRuleFormSet, EditCampaignForm, SavePointForm
+from campaigns.forms import (MAX_ACTION, MAX_DIRECTION, CampaignForm, CanonRuleFormSet, EditCampaignForm,
+                             NewCampaignForm, SavePointForm)
 from campaigns.models import Branch, Campaign, Node, SavePoint
 from memory import bank as memory_bank
 from memory import views as memory_views
@@ -112,16 +113,34 @@ def _campaigns_of(user):
 async def campaign_create(request):
     """The new-campaign form, its budget starting from what the default narrator model can read.
 
-    Async because asking the model server must not hold the thread the database work shares.
+    Async because asking the model server must not hold the thread the database work shares; a campaign
+    started from a world file is made on the import thread (storyteller.importing), as every import is.
     """
     info = await llm.adescribe_model()
+    if request.method == "POST" and request.FILES.get("world"):
+        request.user = await request.auser()  # resolved here, not again on the import thread
+        if importing.full():
+            return await sync_to_async(_create_campaign)(request, info, busy=True)
+        return await importing.run(_create_campaign, request, info)
     return await sync_to_async(_create_campaign)(request, info)
 
 
-def _create_campaign(request, info):
+def _create_campaign(request, info, busy=False):
     # A server that cannot be asked says nothing about the window; the form then says nothing either.
-    form = CampaignForm(request.POST or None, window=info.context_length, model="" if info.error else info.label)
-    if request.method == "POST" and form.is_valid():
+    form = NewCampaignForm(request.POST or None, request.FILES or None, window=info.context_length,
+                           model="" if info.error else info.label)
+    if busy:
+        form.is_valid()
+        form.add_error("world", importing.BUSY)
+    elif request.method == "POST" and form.is_valid() and form.cleaned_data["world"] is not None:
+        fields = {name: form.cleaned_data[name] for name in CampaignForm.Meta.fields}
+        try:
+            campaign, _ = worldfile.create_campaign(request.user, form.cleaned_data["world"], **fields)
+        except worldfile.WorldRefused as refusal:
+            form.add_error("world", str(refusal))
+        else:
+            return redirect("play", campaign.pk)
+    elif request.method == "POST" and form.is_valid():
         campaign = form.save(commit=False)
         campaign.owner = request.user
         campaign.narrator_model = ""

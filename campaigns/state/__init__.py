@@ -5,7 +5,7 @@
 recorder's outcome per reply is ``RecorderRun`` (no row: still pending).
 """
 
-from .events import CORRECTION_TYPES, RECORDER_TYPES, apply_events, correct, record_failure, validate
+from .events import CORRECTION_TYPES, RECORDER_TYPES, apply_events, correct, record_failure, validate, validate_batch
 from .reading import (
     ENTITY_KINDS,
     PROTAGONIST,
@@ -18,6 +18,7 @@ from .reading import (
     state_for_events,
     state_for_turn,
 )
+from .registry import recorder_schema, schema
 
 __all__ = [
     "CORRECTION_TYPES",
@@ -32,8 +33,11 @@ __all__ = [
     "key_for",
     "normalize",
     "record_failure",
+    "recorder_schema",
+    "schema",
     "state_at",
     "state_for_events",
     "state_for_turn",
     "validate",
+    "validate_batch",
 ]

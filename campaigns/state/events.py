@@ -1,84 +1,63 @@
 """The typed event pipeline: the only way the story state changes.
 
 An event is a small JSON object — ``{"type", "subject", "object", "value"}``
-plus a few optional fields — proposed by the recorder after a turn or by a
-person correcting the state. ``validate`` checks one event against the state
-of the node it belongs to and returns the records it would write, or the
-reason it cannot apply (an unknown entity, an impossible transfer, a
+plus ``narrator_only``, ``aliases`` and a per-type ``data`` object (see
+``registry``) — proposed by the recorder after a turn, written in a script,
+read from a world file or made by a person correcting the state.
+``validate`` checks one event against the state of the node it belongs to
+and returns the records it would write, or the reason it cannot apply (an
+unknown entity, a move with no open route, an item out of reach, a
 contradiction of Level 1 canon, a name from an abandoned line). It is pure:
-plain values in, plain values out. ``apply_events`` runs a batch through it in
-order, inside one transaction, and writes every event — applied or rejected —
-with its reason and what it replaced.
+plain values in, plain values out. The story's own types are here; the
+world's (moves, exits, items, relationships, knowledge) in ``world``; both
+register in the one table ``validate`` dispatches on. ``apply_events`` runs a
+batch through it in order, inside one transaction, and writes every event —
+applied or rejected — with its reason and what it replaced.
 """
 
 import json
 import re
-from dataclasses import dataclass, field
 
 from django.db import connection, transaction
 from django.utils import timezone
 
 from .. import lineage
 from ..models import Campaign, Node, RecorderRun, StateEvent, StateRecord
-from .reading import ENTITY_KINDS, PROTAGONIST, Record, fact_slot, key_for, normalize, state_for_events, thread_slot
+from . import world
+from .reading import (ENTITY_KINDS, PROTAGONIST, Record, fact_slot, key_for, normalize, state_at, state_for_events,
+                      thread_slot)
+from .registry import (STORY, EVERYONE, MAX_NAME, MAX_TEXT, PEOPLE, PROPOSERS, TYPES, Check, Outcome, Rejected, clean,
+                       register, types_for)
 
-# What the recorder may propose after a turn (seed 000 §6 and issue 3).
-RECORDER_TYPES = (
-    "introduce", "move", "arrive", "leave", "acquire", "lose", "give", "add_fact", "retract_fact",
-    "relationship", "open_thread", "resolve_thread", "set_condition", "scene",
-)
-# A person may also rewrite an entity, set who holds an item outright, retract
-# any line and mark a line narrator-only.
-CORRECTION_TYPES = RECORDER_TYPES + ("entity", "set_holder", "retract", "mark")
-
-# Long enough for a sentence of state; anything longer is prose, not a fact.
-MAX_TEXT = 500
-
-
-class Rejected(Exception):
-    """The event cannot apply; the message is the reason recorded beside it."""
-
-
-@dataclass
-class Outcome:
-    payload: dict
-    status: str  # "applied" | "rejected"
-    reason: str = ""
-    writes: list = field(default_factory=list)
-    previous: list = field(default_factory=list)
-
-
-def clean(payload):
-    """Return the event as plain, bounded values, whatever the model or the form sent."""
-    if not isinstance(payload, dict):
-        return {"type": "", "subject": "", "object": "", "value": "", "narrator_only": False, "aliases": [],
-                "invalid": repr(payload)[:200]}
-    event = {name: str(payload.get(name) or "").strip()[:MAX_TEXT] for name in ("type", "subject", "object", "value")}
-    event["type"] = event["type"].lower()
-    event["narrator_only"] = payload.get("narrator_only") is True
-    aliases = payload.get("aliases") or []
-    if isinstance(aliases, str):
-        aliases = aliases.split(",")
-    event["aliases"] = [str(a).strip()[:120] for a in aliases if str(a).strip()][:20]
-    return event
+__all__ = ["CORRECTION_TYPES", "MAX_NAME", "MAX_TEXT", "RECORDER_TYPES", "Outcome", "Rejected", "apply_events",
+           "clean", "correct", "record_failure", "validate", "validate_batch"]
 
 
 def validate(state, event, source, *, elsewhere=lambda key: False):
-    """Return the Outcome of ``event`` against ``state``, updating ``state`` when it applies.
+    """Return the Outcome of ``event`` (cleaned) against ``state``, updating ``state`` when it applies.
 
     ``elsewhere(key)`` says whether an entity is known on another line of the
     story, so a name from abandoned history is rejected as such rather than as
     merely unknown.
     """
-    allowed = RECORDER_TYPES if source == StateEvent.Source.RECORDER else CORRECTION_TYPES
     try:
-        if event["type"] not in allowed:
+        if event.get("invalid"):
+            raise Rejected(f"an event must be a JSON object, not {event['invalid']}")
+        kind = TYPES.get(event["type"])
+        if kind is None or source not in kind.sources:
+            allowed = types_for(source)
             raise Rejected(f"unknown event type {event['type']!r}; expected one of {', '.join(allowed)}")
-        handler = _HANDLERS[event["type"]]
-        writes = handler(_Check(state, source, elsewhere), event)
+        if event.get("problems"):
+            raise Rejected("; ".join(event["problems"]))
+        writes = kind.handler(Check(state, source, elsewhere), event)
     except Rejected as error:
         return Outcome(event, StateEvent.Status.REJECTED, str(error))
+    return _applied(state, event, source, writes)
+
+
+def _applied(state, event, source, writes):
     previous = []
+    authority = _authority(source, event)
     for write in writes:
         old = state.get(write["slot"])
         previous.append({"slot": write["slot"], "value": old.value if old else None,
@@ -86,17 +65,38 @@ def validate(state, event, source, *, elsewhere=lambda key: False):
         if write.get("retracted"):
             state.forget(write["slot"])
         else:
-            state.slots[write["slot"]] = Record(
+            state.put(Record(
                 id=None, slot=write["slot"], kind=write["kind"], subject=write.get("subject", ""),
                 value=write.get("value", ""), data=write.get("data", {}),
-                narrator_only=write.get("narrator_only", False), authority=_authority(source), depth=0, source=source,
-            )
+                narrator_only=write.get("narrator_only", False), authority=authority, depth=0, source=source,
+            ))
     entities = [w for w in writes if w["kind"] == "entity"]
-    if entities and event["type"] == "introduce":
-        state.introduce(state.slots[entities[0]["slot"]])
+    if entities and not any(w.get("retracted") for w in entities) and all(
+            previous[i]["value"] is None for i, w in enumerate(writes) if w["kind"] == "entity"):
+        for write in entities:
+            state.introduce(state.slots[write["slot"]])
     elif entities:
         state.reindex()
     return Outcome(event, StateEvent.Status.APPLIED, "", writes, previous)
+
+
+def validate_batch(state, events, source, *, elsewhere=lambda key: False):
+    """Return the Outcomes of ``events`` (cleaned) validated in order, then what the characters saw.
+
+    Each event sees the ones before it; a rejected one changes nothing and
+    the others still apply. After the batch, whoever moved and everyone where
+    things changed see it (``world.observation``): what they now know and
+    whom they have now met is one more event, ``observe``, written by the
+    application and never proposable.
+    """
+    outcomes = [validate(state, event, source, elsewhere=elsewhere) for event in events]
+    seen = world.observation(state, outcomes)
+    if seen is not None:
+        event = clean({"type": "observe", "data": seen})
+        observed = _applied(state, event, source, TYPES["observe"].handler(Check(state, source, elsewhere), event))
+        if observed.writes:
+            outcomes.append(observed)
+    return outcomes
 
 
 def apply_events(node, payloads, *, source, author=None, attempt=0, model=""):
@@ -108,19 +108,22 @@ def apply_events(node, payloads, *, source, author=None, attempt=0, model=""):
     Return the stored StateEvents.
     """
     with transaction.atomic():
-        if source == StateEvent.Source.RECORDER and not _mark_recorded(node, attempt, model):
+        if source in PROPOSERS and not _mark_recorded(node, attempt, model):
             return []
         # Only what the state reader uses (bench "state": 0.1 ms where the whole row through the ORM took 0.8).
         campaign = Campaign.objects.raw(f"SELECT id, created_at, protagonist FROM {Campaign._meta.db_table}"
                                         " WHERE id = %s", [node.campaign_id])[0]
         path = lineage.path_at(node.campaign_id, node.branch_id, node.depth)
         events = [clean(payload) for payload in payloads]
-        state = state_for_events(path, campaign, events)
-        outcomes = [validate(state, event, source, elsewhere=_elsewhere(path)) for event in events]
+        # A world file names thousands of things at once: read the (new) campaign's whole state instead.
+        state = state_at(path, campaign) if source == StateEvent.Source.WORLD else state_for_events(path, campaign,
+                                                                                                     events)
+        outcomes = validate_batch(state, events, source, elsewhere=_elsewhere(path))
         events = _write_events(node, source, author, attempt, outcomes)
-        _write_records(node, _authority(source), [
-            (event.pk, w["slot"], w["kind"], w.get("subject", ""), w.get("value", ""), json.dumps(w.get("data", {})),
-             w.get("narrator_only", False), w.get("retracted", False))
+        _write_records(node, [
+            (_authority(source, outcome.payload), event.pk, w["slot"], w["kind"], w.get("subject", ""),
+             w.get("value", ""), json.dumps(w.get("data", {})), w.get("narrator_only", False),
+             w.get("retracted", False))
             for event, outcome in zip(events, outcomes) for w in outcome.writes
         ])
     return events
@@ -180,9 +183,9 @@ def _write_events(node, source, author, attempt, outcomes):
     return events
 
 
-def _write_records(node, authority, rows):
-    """Insert the StateRecords of a batch, anchored at ``node``: (event id, slot, kind, subject, value, data JSON,
-    narrator_only, retracted) each.
+def _write_records(node, rows):
+    """Insert the StateRecords of a batch, anchored at ``node``: (authority, event id, slot, kind, subject, value,
+    data JSON, narrator_only, retracted) each.
 
     Written out as one INSERT because bulk_create spent about 3 ms preparing
     the 25 records of a 20-event batch, a third of the batch's 10 ms budget;
@@ -190,7 +193,7 @@ def _write_records(node, authority, rows):
     """
     columns = ("campaign_id", "branch_id", "depth", "authority", "event_id", "slot", "kind", "subject", "value",
                "data", "narrator_only", "retracted")
-    anchor = (node.campaign_id, node.branch_id, node.depth, authority)
+    anchor = (node.campaign_id, node.branch_id, node.depth)
     with connection.cursor() as cursor:
         for start in range(0, len(rows), RECORDS_PER_INSERT):
             chunk = rows[start:start + RECORDS_PER_INSERT]
@@ -218,12 +221,16 @@ def correct(campaign, user, payload):
     with transaction.atomic():
         head = Campaign.objects.values_list("head_branch_id", "head_depth").get(pk=campaign.pk)
         node = Node.objects.get(campaign_id=campaign.pk, branch_id=head[0], depth=head[1])
-        [event] = apply_events(node, [payload], source=StateEvent.Source.CORRECTION, author=user)
+        # What the people there now see is written after it, as an observation of its own.
+        event, *_ = apply_events(node, [payload], source=StateEvent.Source.CORRECTION, author=user)
     return event
 
 
-def _authority(source):
-    return StateRecord.Authority.CORRECTION if source == StateEvent.Source.CORRECTION else StateRecord.Authority.STATE
+def _authority(source, event=None):
+    """A person's correction outranks accepted state; what the application observes never does."""
+    if source == StateEvent.Source.CORRECTION and not (event and event.get("type") == "observe"):
+        return StateRecord.Authority.CORRECTION
+    return StateRecord.Authority.STATE
 
 
 def _elsewhere(path):
@@ -233,55 +240,9 @@ def _elsewhere(path):
     return known_elsewhere
 
 
-class _Check:
-    """The state an event is checked against, with the lookups every handler needs."""
-
-    def __init__(self, state, source, elsewhere):
-        self.state = state
-        self.source = source
-        self.elsewhere = elsewhere
-
-    @property
-    def by_recorder(self):
-        return self.source == StateEvent.Source.RECORDER
-
-    def entity(self, name, role="subject", kinds=None):
-        if not name:
-            raise Rejected(f"the event names no {role}")
-        key = self.state.resolve(name)
-        if key is None:
-            if self.elsewhere(key_for(name)):
-                raise Rejected(f"{name!r} exists only on another line of the story (abandoned history), "
-                               "not on this turn's line")
-            raise Rejected(f"unknown entity {name!r}; introduce it first")
-        kind = self.state.entity(key).data.get("kind")
-        if kinds and kind not in kinds:
-            raise Rejected(f"{name!r} is a {kind}, not a {' or '.join(kinds)}")
-        return key
-
-    def text(self, event, what):
-        if not event["value"]:
-            raise Rejected(f"the event gives no {what}")
-        return event["value"]
-
-    def guard(self, slot):
-        """Refuse a recorder change to a slot a person set by correction (it outranks accepted state)."""
-        current = self.state.get(slot)
-        if self.by_recorder and current is not None and current.authority == StateRecord.Authority.CORRECTION:
-            raise Rejected(f"{current.value!r} was set by a manual correction ({current.provenance}); "
-                           "only another correction changes it")
-
-    def against_canon(self, text):
-        """Raise when ``text`` contradicts an invariant canon rule; return initial rules it contradicts."""
-        superseded = []
-        for rule in self.state.canon:
-            if _contradicts(text, rule.text):
-                if rule.scope == "invariant":
-                    raise Rejected(f"contradicts campaign canon (Level 1): {rule.text!r}")
-                superseded.append(rule)
-        return superseded
-
-
+@register(STORY, "introduce", sources=EVERYONE, fields=world.ITEM_FIELDS, aliases=True,
+          help="name / kind (character, place, item or faction) / a one-line description: someone or something "
+               "new; an item says in data.holder who or what holds it (empty: the scene's place)")
 def _introduce(check, event):
     name = event["subject"]
     if not name:
@@ -289,17 +250,47 @@ def _introduce(check, event):
     kind = (event["object"] or "character").lower()
     if kind not in ENTITY_KINDS:
         raise Rejected(f"unknown kind {kind!r}; an entity is a {', '.join(ENTITY_KINDS)}")
-    existing = check.state.resolve(name)
-    if existing is not None:
-        raise Rejected(f"{name!r} is already known as {check.state.name_of(existing)!r}")
+    data = event["data"]
+    if kind != "item" and set(data) - {"id"}:
+        raise Rejected(f"only an item's introduction carries {', '.join(sorted(set(data) - {'id'}))}; introduce "
+                       f"the {kind} without it")
+    key = _new_key(check, name, kind, data.get("id", ""))
+    writes = [_entity_write(key, name, kind, event["aliases"], event["value"], event["narrator_only"])]
+    if kind == "item":
+        writes += world.introduce_item(check, key, name, data)
+    return writes
+
+
+def _new_key(check, name, kind, wanted):
+    """Return the key of a new entity called ``name``: its own, or (a world file's or a person's) ``wanted`` one.
+
+    Only a person or a world file may give an item the name of another item
+    (same-named stacks in different places); the recorder naming a known
+    thing again is a mistake, refused with the name it should use.
+    """
+    state = check.state
+    if wanted:
+        key = key_for(wanted)
+        if state.entity(key) is not None:
+            raise Rejected(f"the key {key!r} is taken by {state.name_of(key)!r}")
+        return key
+    existing = state.resolve(name)
+    if existing is not None and not (kind == "item" and not check.by_recorder
+                                     and world.kind_of(state, existing) == "item"):
+        raise Rejected(f"{name!r} is already known as {state.name_of(existing)!r}")
     key = key_for(name)
-    if check.state.entity(key) is not None:
-        raise Rejected(f"{name!r} is too close to the existing {check.state.name_of(key)!r}; use that name")
-    return [_entity_write(key, name, kind, event["aliases"], event["value"], event["narrator_only"])]
+    if existing is None and state.entity(key) is not None:
+        raise Rejected(f"{name!r} is too close to the existing {state.name_of(key)!r}; use that name")
+    number = 2
+    base = key
+    while state.entity(key) is not None:
+        key, number = f"{base}-{number}", number + 1
+    return key
 
 
+@register(STORY, "entity", sources=PEOPLE, aliases=True,
+          help="name / kind / description: create or rewrite an entity, keeping what is left blank")
 def _entity(check, event):
-    """A correction: create or rewrite an entity, keeping what the form leaves blank."""
     key = check.state.resolve(event["subject"]) if event["subject"] else None
     if key is None:
         return _introduce(check, event)
@@ -322,18 +313,7 @@ def _place(check, name):
     return check.entity(name, "place", kinds=("place",))
 
 
-def _move(check, event):
-    who = check.entity(event["subject"])
-    where = _place(check, event["object"])
-    if check.state.location_of(who) == where:
-        raise Rejected(f"{check.state.name_of(who)} is already at {check.state.name_of(where)}")
-    return [_location(who, where)]
-
-
-def _location(who, where):
-    return {"slot": f"location:{who}", "kind": "location", "subject": who, "value": where}
-
-
+@register(STORY, "arrive", sources=EVERYONE, help="who / place (or \"\" for the scene's place) / \"\": someone comes")
 def _arrive(check, event):
     who = check.entity(event["subject"])
     if event["object"]:
@@ -343,62 +323,20 @@ def _arrive(check, event):
         where = scene.data.get("location", "") if scene else ""
         if not where:
             raise Rejected("arrive names no place and the scene has no location")
-    return [_location(who, where)]
+    return [world.relocate(check, who, where)]
 
 
+@register(STORY, "leave", sources=EVERYONE, help="who / place they go to (or \"\") / \"\": someone goes")
 def _leave(check, event):
     who = check.entity(event["subject"])
     where = _place(check, event["object"]) if event["object"] else ""
     if not where and not check.state.location_of(who):
         raise Rejected(f"{check.state.name_of(who)} is not anywhere to leave")
-    return [_location(who, where)]
+    return [world.relocate(check, who, where)]
 
 
-def _item(check, event):
-    return check.entity(event["object"], "item", kinds=("item",))
-
-
-def _holding(who, item):
-    return {"slot": f"holder:{item}", "kind": "holder", "subject": item, "value": who}
-
-
-def _acquire(check, event):
-    who = check.entity(event["subject"])
-    item = _item(check, event)
-    holder = check.state.holder_of(item)
-    if holder == who:
-        raise Rejected(f"{check.state.name_of(who)} already has {check.state.name_of(item)}")
-    if holder:
-        raise Rejected(f"impossible transfer: {check.state.name_of(item)} is held by {check.state.name_of(holder)}; "
-                       "a transfer between people is a give")
-    return [_holding(who, item)]
-
-
-def _lose(check, event):
-    who = check.entity(event["subject"])
-    item = _item(check, event)
-    if check.state.holder_of(item) != who:
-        raise Rejected(f"impossible transfer: {check.state.name_of(who)} does not have {check.state.name_of(item)}")
-    return [_holding("", item)]
-
-
-def _give(check, event):
-    giver = check.entity(event["subject"])
-    item = _item(check, event)
-    receiver = check.entity(event["value"], "receiver")
-    if check.state.holder_of(item) != giver:
-        raise Rejected(f"impossible transfer: {check.state.name_of(giver)} does not have {check.state.name_of(item)}")
-    if receiver == giver:
-        raise Rejected("a give needs a receiver other than the giver")
-    return [_holding(receiver, item)]
-
-
-def _set_holder(check, event):
-    item = _item(check, event)
-    who = check.entity(event["subject"], "holder") if event["subject"] else ""
-    return [_holding(who, item)]
-
-
+@register(STORY, "add_fact", sources=EVERYONE,
+          help="who it is about (or \"\") / the fact it replaces (or \"\") / the fact, one sentence")
 def _add_fact(check, event):
     text = check.text(event, "fact")
     subject = check.entity(event["subject"]) if event["subject"] else ""
@@ -407,13 +345,25 @@ def _add_fact(check, event):
     writes = []
     if event["object"]:
         writes += _end_fact(check, event["object"], replacing=text)
-    for rule in check.against_canon(text):
+    for rule in _against_canon(check, text):
         writes.append(_supersede(rule, text))
     writes.append({"slot": fact_slot(text), "kind": "fact", "subject": subject, "value": text,
                    "narrator_only": event["narrator_only"]})
     return writes
 
 
+def _against_canon(check, text):
+    """Raise when ``text`` contradicts an invariant canon rule; return initial rules it contradicts."""
+    superseded = []
+    for rule in check.state.canon:
+        if _contradicts(text, rule.text):
+            if rule.scope == "invariant":
+                raise Rejected(f"contradicts campaign canon (Level 1): {rule.text!r}")
+            superseded.append(rule)
+    return superseded
+
+
+@register(STORY, "retract_fact", sources=EVERYONE, help="\"\" / \"\" / the exact fact that is no longer true")
 def _retract_fact(check, event):
     return _end_fact(check, check.text(event, "fact to retract"))
 
@@ -439,14 +389,7 @@ def _supersede(rule, text):
             "data": {"canon": rule.text}}
 
 
-def _relationship(check, event):
-    one = check.entity(event["subject"])
-    other = check.entity(event["object"], "other party")
-    text = check.text(event, "relationship")
-    return [{"slot": f"relationship:{one}:{other}", "kind": "relationship", "subject": one, "value": text,
-             "data": {"object": other}, "narrator_only": event["narrator_only"]}]
-
-
+@register(STORY, "open_thread", sources=EVERYONE, help="\"\" / \"\" / the unresolved question or goal")
 def _open_thread(check, event):
     text = check.text(event, "thread")
     current = check.state.find_thread(text)
@@ -456,6 +399,7 @@ def _open_thread(check, event):
              "narrator_only": event["narrator_only"]}]
 
 
+@register(STORY, "resolve_thread", sources=EVERYONE, help="\"\" / outcome / the exact thread")
 def _resolve_thread(check, event):
     text = check.text(event, "thread")
     current = check.state.find_thread(text)
@@ -465,24 +409,19 @@ def _resolve_thread(check, event):
              "data": {"status": "resolved", "outcome": event["object"]}, "narrator_only": current.narrator_only}]
 
 
-def _set_condition(check, event):
-    who = check.entity(event["subject"])
-    text = check.text(event, "condition")
-    return [{"slot": f"condition:{who}", "kind": "condition", "subject": who, "value": text,
-             "narrator_only": event["narrator_only"]}]
-
-
+@register(STORY, "scene", sources=EVERYONE, help="\"\" / place (or \"\") / one line saying where the scene stands now "
+                                          "(the protagonist goes to the place along open exits)")
 def _scene(check, event):
     summary = check.text(event, "scene summary")
     where = _place(check, event["object"]) if event["object"] else ""
     writes = [{"slot": "scene", "kind": "scene", "value": summary, "data": {"location": where}}]
     if where and check.state.location_of(PROTAGONIST) != where:
-        writes.append(_location(PROTAGONIST, where))
+        writes.append(world.relocate(check, PROTAGONIST, where))
     return writes
 
 
+@register(STORY, "retract", sources=PEOPLE, help="\"\" / slot / \"\": end whatever line a slot holds")
 def _retract(check, event):
-    """A correction: end whatever line ``object`` (a slot) holds."""
     current = check.state.get(event["object"])
     if current is None or current.source == "campaign":
         raise Rejected("that line is not in the current state (or comes from the campaign settings)")
@@ -490,8 +429,9 @@ def _retract(check, event):
              "retracted": True}]
 
 
+@register(STORY, "mark", sources=PEOPLE,
+          help="\"\" / slot / \"\": make a line narrator-only, or known to the player again")
 def _mark(check, event):
-    """A correction: make a line narrator-only, or known to the player again."""
     current = check.state.get(event["object"])
     if current is None or current.source == "campaign":
         raise Rejected("that line is not in the current state (or comes from the campaign settings)")
@@ -499,26 +439,10 @@ def _mark(check, event):
              "data": current.data, "narrator_only": event["narrator_only"]}]
 
 
-_HANDLERS = {
-    "introduce": _introduce,
-    "entity": _entity,
-    "move": _move,
-    "arrive": _arrive,
-    "leave": _leave,
-    "acquire": _acquire,
-    "lose": _lose,
-    "give": _give,
-    "set_holder": _set_holder,
-    "add_fact": _add_fact,
-    "retract_fact": _retract_fact,
-    "relationship": _relationship,
-    "open_thread": _open_thread,
-    "resolve_thread": _resolve_thread,
-    "set_condition": _set_condition,
-    "scene": _scene,
-    "retract": _retract,
-    "mark": _mark,
-}
+# What the recorder (and a script) may propose after a turn, and what a person may also do by correction.
+RECORDER_TYPES = types_for("recorder")
+CORRECTION_TYPES = types_for("correction")
+
 
 # Negation words and the positive form of contracted negatives: "cannot" and
 # "can" differ only in polarity, which is what a contradiction of canon is

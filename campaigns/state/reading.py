@@ -43,7 +43,7 @@ class Record:
     narrator_only: bool
     authority: str  # "correction" | "state" | "campaign"
     depth: int
-    source: str = ""  # "recorder" | "correction" | "campaign"
+    source: str = ""  # "recorder" | "script" | "correction" | "world" | "campaign"
     author: str = ""
     event_id: int | None = None
 
@@ -52,9 +52,13 @@ class Record:
         """Return who set this and where, in words for the inspector and the panel."""
         if self.source == "campaign":
             return "campaign settings"
+        turn = f" at turn {self.depth // 2}" if self.depth else " at the opening"
         if self.source == "correction":
-            turn = f" at turn {self.depth // 2}" if self.depth else " at the opening"
             return f"correction by {self.author or 'a person'}{turn} (event {self.event_id})"
+        if self.source == "world":
+            return f"world file{turn} (event {self.event_id})"
+        if self.source == "script":
+            return f"scripted{turn} (event {self.event_id})"
         return f"recorded after turn {self.depth // 2} (event {self.event_id})"
 
 
@@ -109,6 +113,24 @@ def _name(names, record):
 
 
 @dataclass
+class _Derived:
+    """A value derived from the slots of some kinds (State.cached), and how it follows their changes."""
+
+    kinds: frozenset
+    value: object
+    update: object = None  # update(value, old Record | None, new Record | None): change ``value`` in place
+    copy: object = None  # copy(value): a copy ``update`` may change (the original is shared)
+    owned: bool = False
+
+
+def _by_kind(slots):
+    index = {}
+    for slot, record in slots.items():
+        index.setdefault(record.kind, {})[slot] = record
+    return index
+
+
+@dataclass
 class State:
     """The live records of one lineage, by slot, plus the campaign canon they are checked against.
 
@@ -123,6 +145,18 @@ class State:
     fetch: object = None  # fetch(slots) -> {slot: Record}, for a partial state
     checked: set = field(default_factory=set)  # slots known to be empty (or ended in this batch)
     index: _Index | None = None  # the names of exactly the entities in ``slots``, when the reader has them
+    fetch_where: object = None  # fetch_where(sql, params) -> {slot: Record}: the slots of the matching records
+    fetch_live: object = None  # fetch_live(slots) -> the set of those slots that hold a live record
+    loaded: set = field(default_factory=set)  # (kind, subject) pairs whose every slot a partial state holds
+    # Values derived from the slots (the exit graph, who holds what), by name: (kinds they read, value).
+    # ``shared`` is the cached base's own dict, so what one read derives from the base the next reuses.
+    caches: dict = field(default_factory=dict)
+    shared: dict | None = None
+    dirty: set = field(default_factory=set)  # kinds this state has written since it was read
+    # The slots by kind (kind -> {slot: Record}), made when first asked for; a partial state starts from the
+    # cached base's and copies a kind's dict before changing it (``own_kinds``).
+    by_kind: dict | None = None
+    own_kinds: set = field(default_factory=set)
 
     def __post_init__(self):
         if self.index is None:
@@ -145,9 +179,24 @@ class State:
         """Return the live record of ``slot``, or None."""
         if slot in self.slots:
             return self.slots[slot]
-        if not self.complete and slot not in self.checked and slot.split(":", 1)[0] not in BASE_PREFIXES:
-            self.prefetch([slot])
+        if not self.complete and slot not in self.checked:
+            parts = slot.split(":", 2)
+            if parts[0] not in BASE_PREFIXES and (parts[0], parts[1] if len(parts) > 1 else "") not in self.loaded:
+                self.prefetch([slot])
         return self.slots.get(slot)
+
+    def existing(self, slots):
+        """Return which of ``slots`` hold a live record, reading (for a partial state) only whether they do."""
+        here = {slot for slot in slots if slot in self.slots}
+        if self.complete:
+            return here
+        ask = []
+        for slot in slots:
+            if slot not in self.slots and slot not in self.checked:
+                parts = slot.split(":", 2)
+                if parts[0] not in BASE_PREFIXES and (parts[0], parts[1] if len(parts) > 1 else "") not in self.loaded:
+                    ask.append(slot)
+        return here | (self.fetch_live(ask) if ask else set())
 
     def prefetch(self, slots):
         """Read ``slots`` from the database in one query (a partial state only)."""
@@ -157,20 +206,98 @@ class State:
             self.checked.update(wanted)
 
     def add(self, records):
-        self.slots.update(records)
-        if any(record.kind == "entity" for record in records.values()):
+        """Add records read from the database (a partial state's lazy reads)."""
+        entities = False
+        for slot, record in records.items():
+            if self.slots.get(slot) == record:
+                continue
+            self._changed(self.slots.get(slot), record)
+            self.slots[slot] = record
+            entities = entities or record.kind == "entity"
+        if entities:
             self.reindex()
+
+    def load(self, kind, subjects):
+        """Make sure a partial state holds every live ``kind`` slot of each of ``subjects`` (one read)."""
+        wanted = sorted({s for s in subjects if s and (kind, s) not in self.loaded})
+        if self.complete or not wanted:
+            return
+        for start in range(0, len(wanted), SLOTS_PER_QUERY):
+            chunk = wanted[start:start + SLOTS_PER_QUERY]
+            found = self.fetch_where(f"kind = %s AND subject IN ({', '.join(['%s'] * len(chunk))})", [kind, *chunk])
+            self.add({slot: record for slot, record in found.items() if slot not in self.checked})
+        self.loaded.update((kind, s) for s in wanted)
+
+    def load_occupants(self, places):
+        """Make sure a partial state holds the location of everyone now at any of ``places`` (one read)."""
+        wanted = sorted({p for p in places if p and ("at", p) not in self.loaded})
+        if self.complete or not wanted:
+            return
+        found = self.fetch_where(f"kind = 'location' AND value IN ({', '.join(['%s'] * len(wanted))})", wanted)
+        self.add({slot: record for slot, record in found.items()
+                  if slot not in self.slots and slot not in self.checked})
+        self.loaded.update(("at", p) for p in wanted)
+
+    def put(self, record):
+        """Set a slot in this copy of the state (an event earlier in the batch applied)."""
+        self._changed(self.slots.get(record.slot), record)
+        self.slots[record.slot] = record
+        self.dirty.add(record.kind)
 
     def forget(self, slot):
         """End ``slot`` in this copy of the state (a retraction earlier in the batch)."""
-        self.slots.pop(slot, None)
+        old = self.slots.pop(slot, None)
         self.checked.add(slot)
+        if old is not None:
+            self.dirty.add(old.kind)
+            self._changed(old, None)
+
+    def cached(self, name, kinds, build, update=None, copy=None):
+        """Return the value ``build(state)`` derives from the slots of ``kinds``, made once.
+
+        With ``update(value, old, new)`` (and ``copy(value)`` for a value this
+        state shares) the value follows every change of a slot of those kinds;
+        without, a change drops it and the next call builds it again.
+        """
+        entry = self.caches.get(name)
+        if entry is None:
+            entry = _Derived(frozenset(kinds), build(self), update, copy, owned=True)
+            self.caches[name] = entry
+            if self.shared is not None and entry.kinds <= _SHAREABLE and not entry.kinds & self.dirty:
+                entry.owned = False
+                self.shared[name] = _Derived(entry.kinds, entry.value, update, copy, owned=False)
+        return entry.value
+
+    def _changed(self, old, new):
+        """Keep the by-kind index and the derived values in step with one slot going from ``old`` to ``new``."""
+        kinds = {record.kind for record in (old, new) if record is not None}
+        if self.by_kind is not None:
+            for kind in kinds - self.own_kinds:
+                self.by_kind[kind] = dict(self.by_kind.get(kind, {}))
+                self.own_kinds.add(kind)
+            if old is not None:
+                self.by_kind[old.kind].pop(old.slot, None)
+            if new is not None:
+                self.by_kind[new.kind][new.slot] = new
+        for name, entry in list(self.caches.items()):
+            if not entry.kinds & kinds:
+                continue
+            if entry.update is None:
+                del self.caches[name]
+                continue
+            if not entry.owned:
+                entry = _Derived(entry.kinds, entry.copy(entry.value), entry.update, entry.copy, owned=True)
+                self.caches[name] = entry
+            entry.update(entry.value, old, new)
 
     def entities(self):
-        return [r for r in self.slots.values() if r.kind == "entity"]
+        return self.of_kind("entity")
 
     def of_kind(self, kind):
-        return [r for r in self.slots.values() if r.kind == kind]
+        if self.by_kind is None:
+            self.by_kind = _by_kind(self.slots)
+            self.own_kinds = set(self.by_kind)
+        return list(self.by_kind.get(kind, {}).values())
 
     def entity(self, key):
         return self.get(f"entity:{key}")
@@ -212,7 +339,10 @@ class State:
 
     def present(self):
         """Return the keys of the characters at the scene's place."""
-        place = self.place()
+        return self.at(self.place())
+
+    def at(self, place):
+        """Return the keys of the characters at ``place`` (of those a partial state holds), by key."""
         if not place:
             return []
         return [r.subject for r in self.of_kind("location") if r.value == place]
@@ -265,15 +395,20 @@ def protagonist_name(campaign):
 
 # What every turn needs whatever it mentions: every entity (names are how
 # events and mentions are resolved), the scene, the threads, overturned canon
-# and where the protagonist is.
-BASE_KINDS = ("entity", "scene", "thread", "superseded_canon")
+# and where the protagonist is; and the world's shape, because a route needs
+# every exit and a holding chain every holder on it (seed 002 「地点」, 「物品」):
+# exits, features, items, who holds each item, and wear slots.
+BASE_KINDS = ("entity", "scene", "thread", "superseded_canon", "exit", "feature", "item", "holder", "slot")
 # The slot prefixes of the base kinds: absent from a partial state's base means absent.
-BASE_PREFIXES = ("entity", "scene", "thread", "canon")
+BASE_PREFIXES = ("entity", "scene", "thread", "canon", "exit", "feature", "item", "holder", "slot")
+# Derived values read from only these kinds may be kept with the cached base.
+_SHAREABLE = frozenset(BASE_KINDS)
 # For ``_rows``, with BASE_KINDS and the protagonist's location slot as its parameters.
 _BASE_SQL = f"r.kind IN ({', '.join(['%s'] * len(BASE_KINDS))}) OR r.slot = %s"
 
 # The kinds whose slot belongs to one entity, the record's subject.
-SUBJECT_KINDS = ("location", "condition", "holder", "relationship", "fact")
+# (Who holds what is in the base: a holding chain may need any holder.)
+SUBJECT_KINDS = ("location", "condition", "relationship", "fact")
 
 
 def state_at(path, campaign):
@@ -306,20 +441,33 @@ def state_for_events(path, campaign, payloads):
     keys |= {key_for(p.get("subject", "")) for p in payloads if isinstance(p, dict) and p.get("subject")}
     keys |= {PROTAGONIST, state.place()} - {""}
     texts = {str(p.get(name) or "") for p in payloads if isinstance(p, dict) for name in ("object", "value")}
-    slots = [f"{kind}:{key}" for key in keys for kind in ("location", "holder", "condition")]
-    slots += [f"relationship:{one}:{other}" for one in keys for other in keys if one != other]
+    slots = [f"{kind}:{key}" for key in keys for kind in ("location", "condition")]
+    # Only characters have relationships (and places and items, named by the dozen in a world, would square it).
+    people = [key for key in keys if (state.entity(key) or _NOBODY).data.get("kind") in ("character", "faction", None)]
+    slots += [f"relationship:{one}:{other}" for one in people for other in people if one != other]
     slots += [fact_slot(text) for text in texts if text]
     state.prefetch(slots)
     return state
+
+
+_NOBODY = Record(None, "", "", "", "", {}, False, "", 0)
 
 
 def _partial(path, campaign):
     def fetch(slots):
         return _fold_slots(path, slots)
 
+    def fetch_where(where, params):
+        return _fold_matching(path, where, params)
+
+    def fetch_live(slots):
+        return _live_slots(path, slots)
+
     base = _base(path, campaign)
     # A state's slots change as a batch is validated; the cached base's must not.
-    return State(dict(base.slots), _canon(path), complete=False, fetch=fetch, index=base.index)
+    return State(dict(base.slots), _canon(path), complete=False, fetch=fetch, index=base.index,
+                 fetch_where=fetch_where, fetch_live=fetch_live, caches=dict(base.caches), shared=base.caches,
+                 by_kind=dict(base.by_kind))
 
 
 def _fold(path, campaign):
@@ -367,17 +515,15 @@ def _fold_focus(path, focus, place):
     named = ", ".join(["%s"] * len(keys))
     # Facts about no one have an empty subject, so "" joins the focus here.
     parts = [f"SELECT slot FROM {table} WHERE campaign_id = %s AND kind IN ({kinds}) AND subject IN ({named}, %s)",
-             f"SELECT slot FROM {table} WHERE campaign_id = %s AND kind = 'holder' AND value IN ({named})",
              f"SELECT slot FROM {table} WHERE campaign_id = %s AND kind = 'relationship'"
              f" AND json_extract(data, '$.object') IN ({named})"]
-    params = [campaign, *SUBJECT_KINDS, *keys, "", campaign, *keys, campaign, *keys]
+    params = [campaign, *SUBJECT_KINDS, *keys, "", campaign, *keys]
     if place:
         # Anyone ever placed there is a candidate; the fold keeps who is there now.
         there = f"SELECT subject FROM {table} WHERE campaign_id = %s AND kind = 'location' AND value = %s"
         parts += [f"SELECT slot FROM {table} WHERE campaign_id = %s AND kind IN ({kinds}) AND subject IN ({there})",
-                  f"SELECT slot FROM {table} WHERE campaign_id = %s AND kind = 'holder' AND value IN ({there})",
                   f"SELECT slot FROM {table} WHERE campaign_id = %s AND kind = 'location' AND value = %s"]
-        params += [campaign, *SUBJECT_KINDS, campaign, place, campaign, campaign, place, campaign, place]
+        params += [campaign, *SUBJECT_KINDS, campaign, place, campaign, place]
     best = {}
     _keep(best, _rows(f"r.campaign_id = %s AND r.slot IN ({' UNION '.join(parts)})", [campaign, *params]), path)
     return {slot: _record(row) for slot, row in best.items() if not row[12]}
@@ -404,6 +550,32 @@ def _fold_slots(path, slots):
         chunk = slots[start:start + SLOTS_PER_QUERY]
         _keep(best, _rows(f"r.campaign_id = %s AND r.slot IN ({', '.join(['%s'] * len(chunk))})",
                           [path.campaign_id, *chunk]), path)
+    return {slot: _record(row) for slot, row in best.items() if not row[12]}
+
+
+def _live_slots(path, slots):
+    """Return which of ``slots`` hold a live record on ``path``: the fold without reading the records' values."""
+    live = set()
+    for start in range(0, len(slots), SLOTS_PER_QUERY):
+        chunk = slots[start:start + SLOTS_PER_QUERY]
+        with connection.cursor() as cursor:
+            cursor.execute(f"SELECT slot, depth, id, retracted, branch_id FROM {StateRecord._meta.db_table}"
+                           f" WHERE campaign_id = %s AND slot IN ({', '.join(['%s'] * len(chunk))})",
+                           [path.campaign_id, *chunk])
+            best = {}
+            for slot, depth, pk, retracted, branch in cursor.fetchall():
+                if path.contains(branch, depth) and (depth, pk) > best.get(slot, (-1, -1, False))[:2]:
+                    best[slot] = (depth, pk, bool(retracted))
+        live |= {slot for slot, (_, _, retracted) in best.items() if not retracted}
+    return live
+
+
+def _fold_matching(path, where, params):
+    """Fold every slot that has a record matching the SQL ``where`` (on any line: a later record may not match)."""
+    table = StateRecord._meta.db_table
+    best = {}
+    _keep(best, _rows(f"r.campaign_id = %s AND r.slot IN (SELECT slot FROM {table} WHERE campaign_id = %s"
+                      f" AND {where})", [path.campaign_id, path.campaign_id, *params]), path)
     return {slot: _record(row) for slot, row in best.items() if not row[12]}
 
 
@@ -436,6 +608,9 @@ class _Base:
     slots: dict  # slot -> Record, the live ones, the protagonist included
     protagonist: str  # the campaign's protagonist line the protagonist's record was made from
     index: _Index  # the names of the entities in ``slots``
+    by_kind: dict  # kind -> {slot: Record}, of ``slots``
+    # Values derived from ``slots`` (State.cached), filled in by the reads that need them.
+    caches: dict = field(default_factory=dict)
 
 
 # The base of the state of the last path read, per campaign, with its name
@@ -490,17 +665,49 @@ def _base(path, campaign):
         _add_protagonist(live, campaign)
         # A new entity only adds names; a changed or ended one may free a name another entity holds.
         index = _Index.of(r for r in live.values() if r.kind == "entity") if ended else cached.index.adding(added)
-        base = _Base(campaign.created_at, path, version, rows, live, campaign.protagonist, index)
+        base = _Base(campaign.created_at, path, version, rows, live, campaign.protagonist, index,
+                     *_follow(cached, live, changed | {f"entity:{PROTAGONIST}"}))
     else:
         rows = {}
         _keep(rows, _rows(f"r.campaign_id = %s AND ({_BASE_SQL})", [campaign.pk, *base_params]), path)
         live = _live(rows)
         _add_protagonist(live, campaign)
         index = _Index.of(r for r in live.values() if r.kind == "entity")
-        base = _Base(campaign.created_at, path, version, rows, live, campaign.protagonist, index)
+        base = _Base(campaign.created_at, path, version, rows, live, campaign.protagonist, index, _by_kind(live))
     with _bases_lock:
         _bases[campaign.pk] = base
     return base
+
+
+def _follow(cached, live, changed):
+    """Return the by-kind index and the derived values of a base made from ``cached`` by changing ``changed`` slots.
+
+    A kind's dict is copied only when one of its slots changed; a derived
+    value that knows how follows the changes (a copy, then each change), the
+    others are dropped and made again when next needed.
+    """
+    by_kind = dict(cached.by_kind)
+    changes = [(cached.slots.get(slot), live.get(slot)) for slot in changed]
+    changes = [(old, new) for old, new in changes if old is not new]
+    for kind in {r.kind for pair in changes for r in pair if r is not None}:
+        by_kind[kind] = dict(by_kind.get(kind, {}))
+    for old, new in changes:
+        if old is not None:
+            by_kind[old.kind].pop(old.slot, None)
+        if new is not None:
+            by_kind[new.kind][new.slot] = new
+    caches = {}
+    for name, entry in cached.caches.items():
+        touched = [(old, new) for old, new in changes
+                   if any(r is not None and r.kind in entry.kinds for r in (old, new))]
+        if not touched:
+            caches[name] = entry
+        elif entry.update is not None:
+            value = entry.copy(entry.value)
+            for old, new in touched:
+                entry.update(value, old, new)
+            caches[name] = _Derived(entry.kinds, value, entry.update, entry.copy, owned=False)
+    return by_kind, caches
 
 
 def _live(rows):

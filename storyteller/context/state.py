@@ -28,7 +28,7 @@ def section(campaign, path, text):
     already in the campaign profile.
     """
     chosen = selection.select(story_state.state_for_turn(path, campaign, text), text)
-    if not (chosen.lines or chosen.location or chosen.scene or chosen.superseded or chosen.dropped):
+    if not (chosen.lines or chosen.location or chosen.scene or chosen.superseded or chosen.dropped or chosen.here):
         return None
     return Section("state", "Current story state", "Level 2 accepted state", DYNAMIC_TAIL, render(chosen),
                    protected=True, components=components(chosen))
@@ -41,6 +41,7 @@ def render(chosen):
         lines.append(f"Location: {chosen.location}")
     if chosen.scene:
         lines.append(f"Scene: {chosen.scene}")
+    lines += [_framed(line) for line in chosen.here]
     lines += [_framed(line) for line in chosen.lines]
     if chosen.superseded:
         lines.append(SUPERSEDED_HEADER)
@@ -54,7 +55,7 @@ def components(chosen):
         return {"type": "state", "slot": line.slot, "kind": line.kind, "record": line.record_id, "text": line.text,
                 "authority": line.authority, "narrator_only": line.narrator_only, "provenance": line.provenance,
                 "included": included}
-    return ([row(line, True) for line in [*chosen.lines, *chosen.superseded]]
+    return ([row(line, True) for line in [*chosen.here, *chosen.lines, *chosen.superseded]]
             + [row(line, False) for line in chosen.dropped])
 
 

@@ -41,13 +41,18 @@ def world(campaign):
         campaign,
         ev("introduce", "Crooked Lantern Tavern", "place", "a smoky tavern", aliases=["the Lantern"]),
         ev("introduce", "Mara", "character", "a guarded archivist"),
-        ev("introduce", "silver key", "item", "a key with an abbey symbol"),
         ev("introduce", "docks", "place"),
         ev("scene", "", "Crooked Lantern Tavern", "Aldric shelters from the rain."),
         ev("arrive", "Mara"),
-        ev("acquire", "protagonist", "silver key"),
+        ev("introduce", "silver key", "item", "a key with an abbey symbol", data={"holder": "protagonist"}),
     )
     return campaign
+
+
+def ops(actor, *operations):
+    """An item_changes event: ``("give", "silver key", {"to": "Mara"})`` and the like."""
+    return ev("item_changes", actor, data={"ops": [{"op": op, "item": item, **more}
+                                                   for op, item, *rest in operations for more in (rest or [{}])]})
 
 
 def test_the_world_fixture_applies_every_event(world):
@@ -66,8 +71,8 @@ APPLIED = [
     (ev("move", "Mara", "docks"), lambda s: s.location_of("mara") == "docks"),
     (ev("arrive", "Mara", "docks"), lambda s: s.location_of("mara") == "docks"),
     (ev("leave", "Mara"), lambda s: s.location_of("mara") == ""),
-    (ev("give", "Aldric", "silver key", "Mara"), lambda s: s.holder_of("silver-key") == "mara"),
-    (ev("lose", "Aldric", "silver key"), lambda s: s.holder_of("silver-key") == ""),
+    (ops("Aldric", ("give", "silver key", {"to": "Mara"})), lambda s: s.holder_of("silver-key") == "mara"),
+    (ops("Aldric", ("drop", "silver key")), lambda s: s.holder_of("silver-key") == "crooked-lantern-tavern"),
     (ev("add_fact", "Mara", "", "Mara has met Aldric."), lambda s: s.find_fact("Mara has met Aldric") is not None),
     (ev("relationship", "Mara", "Aldric", "trusts him cautiously"),
      lambda s: s.slots["relationship:mara:protagonist"].value == "trusts him cautiously"),
@@ -80,17 +85,18 @@ APPLIED = [
 
 @pytest.mark.parametrize("event,check", APPLIED, ids=[e["type"] + str(i) for i, (e, _) in enumerate(APPLIED)])
 def test_each_event_type_applies(world, event, check):
-    [stored] = turn(world, event)
+    stored, *observed = turn(world, event)
+    assert all(e.payload["type"] == "observe" for e in observed)
     assert stored.status == "applied", stored.reason
     assert check(state(world))
 
 
-def test_acquire_retract_and_resolve_apply_to_what_exists(world):
-    turn(world, ev("lose", "Aldric", "silver key"), ev("open_thread", value="Find Edrin"),
+def test_take_retract_and_resolve_apply_to_what_exists(world):
+    turn(world, ops("Aldric", ("drop", "silver key")), ev("open_thread", value="Find Edrin"),
          ev("add_fact", value="The bridge is intact."))
-    events = turn(world, ev("acquire", "Mara", "silver key"), ev("resolve_thread", "", "found", "Find Edrin"),
-                    ev("retract_fact", value="the bridge is intact"))
-    assert [e.status for e in events] == ["applied"] * 3, [e.reason for e in events]
+    events = turn(world, ops("Mara", ("take", "silver key")), ev("resolve_thread", "", "found", "Find Edrin"),
+                  ev("retract_fact", value="the bridge is intact"))
+    assert [e.status for e in events][:3] == ["applied"] * 3, [e.reason for e in events]
     now = state(world)
     assert now.holder_of("silver-key") == "mara"
     assert now.find_thread("Find Edrin").data["status"] == "resolved"
@@ -104,9 +110,10 @@ REJECTED = [
     (ev("move", "Mara", "silver key"), "not a place"),
     (ev("arrive", "Nobody"), "unknown entity"),
     (ev("leave", "docks"), "not anywhere to leave"),
-    (ev("acquire", "Mara", "silver key"), "impossible transfer"),
-    (ev("lose", "Mara", "silver key"), "impossible transfer"),
-    (ev("give", "Mara", "silver key", "Aldric"), "impossible transfer"),
+    (ops("Mara", ("take", "silver key")), "the silver key is held by Aldric"),
+    (ops("Mara", ("drop", "silver key")), "the silver key is held by Aldric"),
+    (ops("Mara", ("give", "silver key", {"to": "Aldric"})), "the silver key is held by Aldric"),
+    (ev("acquire", "Mara", "silver key"), "unknown event type"),
     (ev("add_fact", "Mara"), "gives no fact"),
     (ev("retract_fact", value="The moon is green."), "no such fact"),
     (ev("relationship", "Mara", "Vale", "fears"), "unknown entity"),
@@ -130,7 +137,8 @@ def test_each_event_type_is_rejected_with_its_reason_and_changes_nothing(world, 
 
 def test_a_batch_applies_the_valid_events_and_records_every_rejection(world):
     events = turn(world, ev("move", "Vale", "docks"), ev("move", "Mara", "docks"), "not an object")
-    assert [e.status for e in events] == ["rejected", "applied", "rejected"]
+    assert [e.status for e in events] == ["rejected", "applied", "rejected", "applied"]
+    assert events[-1].payload["type"] == "observe" and events[-1].payload["data"]["who"] == ["mara"]
     assert RecorderRun.objects.get(node=head_node(world)).status == "applied"
     assert state(world).location_of("mara") == "docks"
 
@@ -204,7 +212,7 @@ def test_undo_redo_switch_retry_and_save_points_show_the_state_of_the_node_they_
     assert state(world).location_of("mara") == "docks"
     retry(world, "Fog, and no Mara.")
     assert state(world).location_of("mara") == "crooked-lantern-tavern", "a retried reply starts from its parent's state"
-    record(world, ev("give", "Aldric", "silver key", "Mara"))
+    record(world, ops("Aldric", ("give", "silver key", {"to": "Mara"})))
     retried = head_node(world).branch
     story.switch_branch(world, retried.parent)
     assert state(world).location_of("mara") == "docks"
@@ -233,7 +241,8 @@ def test_a_correction_keeps_who_changed_what_from_what(world, owner):
     event = correct(world, owner, ev("relationship", "Mara", "Aldric", "trusts him cautiously"))
     assert event.status == "applied" and event.source == "correction" and event.author == owner
     assert event.previous == [{"slot": "relationship:mara:protagonist", "value": "distrusts him",
-                               "data": {"object": "protagonist"}, "authority": "state"}]
+                               "data": {"object": "protagonist", "label": "acquaintance", "familiarity": 0.0,
+                                        "trust": 0.0, "closeness": 0.0, "tension": 0.0}, "authority": "state"}]
     line = state(world).slots["relationship:mara:protagonist"]
     assert line.authority == "correction" and "correction by reader" in line.provenance
 
@@ -321,7 +330,8 @@ def test_each_stored_event_keeps_its_place_in_the_batch_and_its_records(campaign
     in_database = list(StateEvent.objects.filter(node=head_node(campaign)).order_by("id"))
     assert [e.pk for e in stored] == [e.pk for e in in_database]
     assert [e.payload for e in stored] == [e.payload for e in in_database]
-    assert [e.status for e in in_database] == ["applied", "rejected", "applied", "applied", "applied"]
+    assert [e.status for e in in_database] == ["applied", "rejected", "applied", "applied", "applied", "applied"]
+    assert in_database[-1].payload["type"] == "observe", "Vale looked around the Crooked Lantern"
     assert StateRecord.objects.get(slot="entity:vale").event_id == stored[2].pk
     assert StateRecord.objects.get(slot="location:vale").event.payload["type"] == "arrive"
 

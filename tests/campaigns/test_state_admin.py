@@ -40,3 +40,23 @@ def test_state_rows_are_read_only_and_retracted_through_a_correction(admin_clien
     assert StateRecord.objects.filter(slot="entity:mara").count() == 3, "every change is a new row"
     for name in ("stateevent", "recorderrun"):
         assert admin_client.get(reverse(f"admin:campaigns_{name}_changelist")).status_code == 200
+
+
+def test_the_admin_lists_places_exits_and_items_with_filters(admin_client, admin_user):
+    from campaigns import worldfile
+    from tests.campaigns.test_world import document
+
+    campaign, _ = worldfile.create_campaign(admin_user, document())
+    places = admin_client.get(reverse("admin:campaigns_placerecord_changelist")).content.decode()
+    assert "Corridor" in places and "a vaulted hall with a smoking hearth" in places and "iron key" not in places
+    locked = admin_client.get(reverse("admin:campaigns_exitrecord_changelist") + "?state=locked").content.decode()
+    assert "iron door" in locked and "exit-open" not in locked and "2 exit records" in locked
+    hidden = admin_client.get(reverse("admin:campaigns_itemrecord_changelist") + "?hidden=true").content.decode()
+    assert "cloak" in hidden and "1 item record" in hidden
+    closed = admin_client.get(reverse("admin:campaigns_itemrecord_changelist") + "?container=closed").content.decode()
+    assert "chest" in closed and "2 item records" in closed
+    response = admin_client.post(reverse("admin:campaigns_stateevent_add"), {
+        "campaign": campaign.pk, "type": "move", "subject": "Aldric", "object": "Tower",
+        "data": '{"ignore_exits": true}'})
+    assert response.status_code == 302
+    assert state(campaign).location_of("aldric") == "tower"

@@ -105,7 +105,8 @@ def test_undo_shows_the_state_of_the_node_it_lands_on(client_of, tavern):
 def test_the_state_events_of_a_reply_list_applied_and_rejected_with_reasons(client_of, tavern):
     node = head_node(tavern)
     page = client_of.get(reverse("state_events", args=[tavern.pk, node.pk])).content.decode()
-    assert page.count('data-status="applied"') == 5 and page.count('data-status="rejected"') == 1
+    # Five events and the observation of what Mara and the protagonist saw as the scene began.
+    assert page.count('data-status="applied"') == 6 and page.count('data-status="rejected"') == 1
     assert "unknown entity &#x27;Vale&#x27;; introduce it first" in page
     fragment = client_of.get(reverse("state_events", args=[tavern.pk, node.pk]), **HTMX).content.decode()
     assert fragment.lstrip().startswith('<section id="state-events"')

@@ -19,9 +19,9 @@ def test_the_state_is_recorded_after_a_turn_corrected_in_the_panel_and_follows_u
     fake.script("The cottage door opens; Mara's ledger lies on the table.")
     recorded = {"events": [
         event("introduce", "Lamplighter's cottage", "place"),
-        event("introduce", "ledger", "item", "Mara's lamp-oil ledger"),
         event("scene", "", "Lamplighter's cottage", "Edrin stands in the empty cottage."),
-        event("acquire", "Edrin", "ledger"),
+        event("introduce", "ledger", "item", "Mara's lamp-oil ledger"),
+        {**event("item_changes", "Edrin"), "data": {"ops": [{"op": "take", "item": "ledger"}]}},
         event("move", "Edrin", "moon"),  # fits the schema; the world refuses it
     ]}
     fake.script_json(recorded)

@@ -38,10 +38,9 @@ def test_the_tavern_example_of_section_53(owner):
         campaign,
         ev("introduce", "Crooked Lantern Tavern", "place"),
         ev("introduce", "Mara", "character"),
-        ev("introduce", "silver key", "item"),
         ev("scene", "", "Crooked Lantern Tavern", "Aldric has found Mara by the fire."),
         ev("arrive", "Mara"),
-        ev("acquire", "Aldric", "silver key"),
+        ev("introduce", "silver key", "item", data={"holder": "Aldric"}),
         ev("relationship", "Mara", "Aldric", "trusts him cautiously"),
     )
     ask = "I ask Mara whether she recognizes the symbol on the key."
@@ -52,7 +51,7 @@ def test_the_tavern_example_of_section_53(owner):
     assert positions(system, "Magic is rare.", "The dead cannot be resurrected.")
     assert "Mara" not in system, "the state is not in the stable prefix"
     state = [s for s in ctx.sections if s.key == "state"][0].text
-    for line in ("Location: Crooked Lantern Tavern", "- Aldric possesses silver key. [state]",
+    for line in ("Location: Crooked Lantern Tavern", "- Here: silver key, carried by Aldric. [state]",
                  "- Mara is present. [state]", "- Mara → Aldric: trusts him cautiously [state]"):
         assert line in state
     assert tail.index("Current story state") < tail.index(ask)

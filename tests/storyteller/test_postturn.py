@@ -56,8 +56,8 @@ def test_a_malformed_memory_summary_shows_failed_never_up_to_date_and_a_retry_ru
     narrator_server.script_json({"memory": "Aldric reached the gate."}, {"memory": "Aldric waited in the rain."})
     page = client_of.post(reverse("retry_worker", args=[campaign.pk]), **HTMX).content.decode()
     assert 'data-worker="done"' in page and "Up to date." in page and "failed" not in page
-    for key in ("state", "memory", "plot"):
-        assert f'id="reload-{key}"' in page, "the state, memory and plot panels load again"
+    for key in ("state", "memory", "plot", "world", "map", "items"):
+        assert f'id="reload-{key}"' in page, "the state, memory, plot, world, map and items panels load again"
     run = MemoryRun.objects.get(node=node)
     assert (run.status, run.written, run.attempts) == ("written", 2, 2)
     assert Memory.objects.filter(campaign=campaign).count() == 2
@@ -184,7 +184,7 @@ def test_a_poll_that_finds_the_worker_finished_loads_the_panels_again_and_a_plai
     url = reverse("worker_status", args=[campaign.pk])
     assert 'id="reload-memory"' not in client_of.get(url, **HTMX).content.decode()
     page = client_of.get(url + "?was=running", **HTMX).content.decode()
-    for key in ("state", "memory", "plot"):
+    for key in ("state", "memory", "plot", "world", "map", "items"):
         assert f'id="reload-{key}"' in page and f'hx-target="#{key}-panel"' in page
 
 

@@ -61,7 +61,8 @@ async def test_a_turn_is_recorded_after_commit_with_the_schema_and_the_turn(camp
     assert (run.status, run.attempts) == ("applied", 1)
     now = await current_state(campaign)
     assert now.location_of("mara") == "crooked-lantern-tavern"
-    assert await StateEvent.objects.filter(status="applied").acount() == 4
+    assert await StateEvent.objects.filter(status="applied").exclude(payload__type="observe").acount() == 4
+    assert await StateEvent.objects.filter(payload__type="observe").acount() == 1, "Mara looked around the tavern"
 
 
 async def test_a_reply_saying_mara_is_dead_changes_nothing_until_an_event_is_validated(campaign, narrator_server):

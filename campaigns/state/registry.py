@@ -1,0 +1,347 @@
+"""The one table of event types: who may propose each, the fields it carries, its JSON Schema and its handler.
+
+Every event is the same envelope — ``type``, ``subject``, ``object``,
+``value``, ``narrator_only``, ``aliases`` and a ``data`` object whose fields
+depend on the type. A domain module (``events`` for the story's core,
+``world`` for places, exits and items, later the clock, agendas and minds)
+registers its types here with ``register``; ``events.validate`` dispatches on
+``TYPES`` and nothing else. From the same declarations come ``clean`` (plain,
+bounded values whatever a model, a form or a script sent), the JSON Schema of
+each type (``schema``) and the recorder's schema (``recorder_schema``), so the
+documentation, the recorder and the validator cannot drift apart.
+"""
+
+from dataclasses import dataclass, field
+
+from .reading import key_for
+
+# Long enough for a sentence of state; anything longer is prose, not a fact.
+MAX_TEXT = 500
+# Names of people, places and things, and every other short field.
+MAX_NAME = 120
+MAX_ALIASES = 20
+# One item_changes event: the benchmark's batch is twenty operations.
+MAX_OPS = 20
+# Characters named by an application-written observation.
+MAX_WHO = 500
+
+# Who proposes an event. The recorder and a script follow the same rules (a
+# script is a recording written by hand); a correction and a world file may
+# do what only a person or the world's author may (ignore exits, force a lock).
+RECORDER, SCRIPT, CORRECTION, WORLD = "recorder", "script", "correction", "world"
+PROPOSERS = (RECORDER, SCRIPT)
+EVERYONE = (RECORDER, SCRIPT, CORRECTION, WORLD)
+PEOPLE = (CORRECTION, WORLD)
+
+
+class Rejected(Exception):
+    """The event cannot apply; the message is the reason recorded beside it."""
+
+
+@dataclass(frozen=True)
+class Field:
+    """One field of an event's ``data``: its kind, bounds and whether the recorder may send it."""
+
+    kind: str  # "bool" | "int" | "axis" | "text" | "name" | "choice" | "ops" | "names" | "json"
+    help: str = ""
+    choices: tuple = ()
+    minimum: int = 0
+    maximum: int = 1_000_000
+    recorder: bool = True
+
+
+@dataclass(frozen=True)
+class EventType:
+    name: str
+    rank: int  # where the type comes in listings (the recorder's rules, the schema, the forms): the story's first
+    handler: object  # handler(check, event) -> list of writes; raises Rejected
+    sources: tuple
+    fields: dict  # name -> Field, the keys of ``data``
+    help: str  # subject / object / value, and what the event does, in one line for the recorder and the docs
+    aliases: bool = False  # whether the envelope's aliases mean anything for this type
+
+    def fields_for(self, source):
+        if source in PROPOSERS:
+            return {name: spec for name, spec in self.fields.items() if spec.recorder}
+        return self.fields
+
+
+TYPES: dict[str, EventType] = {}
+
+# The fields of one item operation (seed 002 「物品」): which of them an
+# operation reads is in docs/events.md.
+OP_NAMES = ("take", "drop", "give", "put", "wear", "remove", "open", "close", "lock", "unlock", "reveal")
+OP_FIELDS = {
+    "op": Field("choice", "what is done", choices=OP_NAMES),
+    "item": Field("name", "the item (or container) acted on; empty when the operation is on an exit"),
+    "quantity": Field("int", "how many of a stack (0: all of it)", minimum=0),
+    "to": Field("name", "give: the receiver; put: the container"),
+    "key": Field("name", "lock/unlock: the key used (empty: the one the actor holds)"),
+    "slot": Field("name", "wear: the wear slot (empty: the item's own)"),
+    "exit": Field("name", "open/close/lock/unlock/reveal an exit: its destination or label"),
+    "from": Field("name", "the exit's place (empty: where the actor is)"),
+    "forced": Field("bool", "break a lock without its key (a person or the game master only)", recorder=False),
+}
+
+
+# Ranks: the story's own types, then the world's; later domains (time, minds) after them.
+STORY, WORLD_RANK = 10, 20
+
+
+def register(rank, name, *, sources, fields=None, help, aliases=False):
+    """Register the decorated function as the handler of event type ``name``, listed by ``rank``."""
+    def decorate(handler):
+        if name in TYPES:
+            raise ValueError(f"event type {name!r} is registered twice")
+        TYPES[name] = EventType(name, rank, handler, tuple(sources), dict(fields or {}), help, aliases)
+        return handler
+    return decorate
+
+
+def types_for(source):
+    """Return the names of the event types ``source`` may propose, by rank, then in registration order."""
+    return tuple(sorted((name for name, kind in TYPES.items() if source in kind.sources),
+                        key=lambda name: TYPES[name].rank))
+
+
+def clean(payload):
+    """Return the event as plain, bounded values, whatever the model, the form or the script sent.
+
+    Values that cannot be read as their field's kind, and fields the type
+    does not have, are listed under ``problems``; validation rejects the
+    event with them, naming what to change.
+    """
+    if not isinstance(payload, dict):
+        return {"type": "", "subject": "", "object": "", "value": "", "narrator_only": False, "aliases": [],
+                "data": {}, "invalid": repr(payload)[:200]}
+    event = {name: _text(payload.get(name), MAX_TEXT) for name in ("type", "subject", "object", "value")}
+    event["type"] = event["type"].lower()
+    event["narrator_only"] = payload.get("narrator_only") is True
+    aliases = payload.get("aliases") or []
+    if isinstance(aliases, str):
+        aliases = aliases.split(",")
+    event["aliases"] = [str(a).strip()[:MAX_NAME] for a in aliases if str(a).strip()][:MAX_ALIASES]
+    kind = TYPES.get(event["type"])
+    data = payload.get("data")
+    problems = []
+    if data is None:
+        data = {}
+    if not isinstance(data, dict):
+        problems.append(f"data must be an object, not {type(data).__name__}")
+        data = {}
+    event["data"] = _clean_fields(data, kind.fields if kind else {}, "data", problems) if kind else {}
+    if kind is None and data:
+        event["data"] = {}
+    if problems:
+        event["problems"] = problems
+    return event
+
+
+def _text(value, limit):
+    return str(value if value is not None else "").strip()[:limit]
+
+
+def _clean_fields(data, fields, where, problems):
+    cleaned = {}
+    for name, raw in data.items():
+        spec = fields.get(name)
+        if spec is None:
+            expected = ", ".join(fields) or "none"
+            problems.append(f"{where}.{name} is not a field of this event (its fields: {expected})")
+            continue
+        value = _coerce(raw, spec, f"{where}.{name}", problems)
+        if value is not None:
+            cleaned[name] = value
+    return cleaned
+
+
+def _coerce(raw, spec, where, problems):
+    """Return ``raw`` as ``spec``'s kind, or None (with a problem noted) when it cannot be read as one."""
+    if spec.kind == "bool":
+        if isinstance(raw, bool):
+            return raw
+        if str(raw).strip().lower() in ("on", "true", "1", "yes"):
+            return True
+        if str(raw).strip().lower() in ("", "off", "false", "0", "no", "none"):
+            return False
+        problems.append(f"{where} must be true or false, not {str(raw)[:40]!r}")
+        return None
+    if spec.kind == "int":
+        if raw in ("", None):
+            return None
+        try:
+            number = int(raw) if not isinstance(raw, float) or raw.is_integer() else None
+        except (TypeError, ValueError):
+            number = None
+        if number is None or isinstance(raw, bool) or not spec.minimum <= number <= spec.maximum:
+            problems.append(f"{where} must be a whole number from {spec.minimum} to {spec.maximum:,}, "
+                            f"not {str(raw)[:40]!r}")
+            return None
+        return number
+    if spec.kind == "axis":
+        if raw in ("", None):
+            return None
+        try:
+            number = float(raw)
+        except (TypeError, ValueError):
+            number = None
+        if number is None or isinstance(raw, bool) or not -1.0 <= number <= 1.0:
+            problems.append(f"{where} must be a number from -1 to 1, not {str(raw)[:40]!r}")
+            return None
+        return round(number, 3)
+    if spec.kind == "choice":
+        if raw in ("", None):
+            return None
+        value = str(raw).strip().lower()
+        if value not in spec.choices:
+            problems.append(f"{where} must be one of {', '.join(spec.choices)}, not {str(raw)[:40]!r}")
+            return None
+        return value
+    if spec.kind in ("text", "name"):
+        return _text(raw, MAX_TEXT if spec.kind == "text" else MAX_NAME)
+    if spec.kind == "json":
+        return raw
+    if spec.kind == "names":
+        if not isinstance(raw, list):
+            problems.append(f"{where} must be a list of names")
+            return None
+        return [_text(name, MAX_NAME) for name in raw[:MAX_WHO]]
+    if spec.kind == "ops":
+        if not isinstance(raw, list):
+            problems.append(f"{where} must be a list of operations")
+            return None
+        if len(raw) > MAX_OPS:
+            problems.append(f"{where} holds {len(raw)} operations; at most {MAX_OPS} fit in one event, "
+                            "so split them over several item_changes events")
+            return None
+        ops = []
+        for number, op in enumerate(raw, 1):
+            if not isinstance(op, dict):
+                problems.append(f"{where}[{number}] must be an object like {{\"op\": \"take\", \"item\": \"...\"}}")
+                continue
+            cleaned = _clean_fields(op, OP_FIELDS, f"{where}[{number}]", problems)
+            if not cleaned.get("op"):
+                problems.append(f"{where}[{number}] names no op (one of {', '.join(OP_NAMES)})")
+                continue
+            ops.append(cleaned)
+        return ops
+    raise ValueError(f"unknown field kind {spec.kind!r}")
+
+
+def schema(name, source=CORRECTION):
+    """Return the JSON Schema of one event of type ``name`` as ``source`` may send it.
+
+    The envelope's properties are required and no other is allowed; every
+    field of ``data`` may be left out (a field left out is left as it was, or
+    takes its default), so a model never has to restate what did not change.
+    The same schema serves Ollama's ``format``, OpenAI-compatible servers and
+    the built-in narrator's grammar; people and scripts may also leave
+    envelope fields out (``clean`` fills them in), which docs/events.md says.
+    """
+    kind = TYPES[name]
+    properties = {
+        "type": {"const": name},
+        "subject": {"type": "string", "maxLength": MAX_TEXT},
+        "object": {"type": "string", "maxLength": MAX_TEXT},
+        "value": {"type": "string", "maxLength": MAX_TEXT},
+        "narrator_only": {"type": "boolean"},
+    }
+    if kind.aliases:
+        properties["aliases"] = {"type": "array", "items": {"type": "string", "maxLength": MAX_NAME},
+                                 "maxItems": MAX_ALIASES}
+    fields = kind.fields_for(source)
+    if fields:
+        properties["data"] = _object({name: _field_schema(spec, source) for name, spec in fields.items()},
+                                     required=())
+    return _object(properties)
+
+
+def recorder_schema(source=RECORDER):
+    """Return the recorder's answer schema: ``{"events": [...]}``, each event one of the types it may propose."""
+    variants = [schema(name, source) for name in types_for(source)]
+    return _object({"events": {"type": "array", "items": {"anyOf": variants}, "maxItems": MAX_EVENTS}})
+
+
+# A reply that needs more events than this is describing, not recording.
+MAX_EVENTS = 40
+
+
+def _object(properties, required=None):
+    return {"type": "object", "properties": properties,
+            "required": list(properties if required is None else required), "additionalProperties": False}
+
+
+def _field_schema(spec, source):
+    if spec.kind == "bool":
+        return {"type": "boolean"}
+    if spec.kind == "int":
+        return {"type": "integer", "minimum": spec.minimum, "maximum": spec.maximum}
+    if spec.kind == "axis":
+        return {"type": "number", "minimum": -1, "maximum": 1}
+    if spec.kind == "choice":
+        return {"enum": list(spec.choices)}
+    if spec.kind in ("text", "name"):
+        return {"type": "string", "maxLength": MAX_TEXT if spec.kind == "text" else MAX_NAME}
+    if spec.kind == "names":
+        return {"type": "array", "items": {"type": "string", "maxLength": MAX_NAME}, "maxItems": MAX_WHO}
+    if spec.kind == "json":
+        return {}
+    if spec.kind == "ops":
+        fields = {name: op for name, op in OP_FIELDS.items() if op.recorder or source not in PROPOSERS}
+        return {"type": "array", "maxItems": MAX_OPS,
+                "items": _object({name: _field_schema(op, source) for name, op in fields.items()}, required=("op",))}
+    raise ValueError(f"unknown field kind {spec.kind!r}")
+
+
+class Check:
+    """The state an event is checked against, with the lookups every handler needs."""
+
+    def __init__(self, state, source, elsewhere):
+        self.state = state
+        self.source = source
+        self.elsewhere = elsewhere
+
+    @property
+    def by_recorder(self):
+        """Whether the event comes from the recorder or a script (which follows the recorder's rules)."""
+        return self.source in PROPOSERS
+
+    def entity(self, name, role="subject", kinds=None):
+        if not name:
+            raise Rejected(f"the event names no {role}")
+        key = self.state.resolve(name)
+        if key is None:
+            if self.elsewhere(key_for(name)):
+                raise Rejected(f"{name!r} exists only on another line of the story (abandoned history), "
+                               "not on this turn's line")
+            raise Rejected(f"unknown entity {name!r}; introduce it first")
+        kind = self.state.entity(key).data.get("kind")
+        if kinds and kind not in kinds:
+            raise Rejected(f"{name!r} is a {kind}, not a {' or '.join(kinds)}")
+        return key
+
+    def text(self, event, what):
+        if not event["value"]:
+            raise Rejected(f"the event gives no {what}")
+        return event["value"]
+
+    def guard(self, slot):
+        """Refuse a recorder change to a slot a person set by correction (it outranks accepted state)."""
+        current = self.state.get(slot)
+        if self.by_recorder and current is not None and current.authority == "correction":
+            raise Rejected(f"{current.value!r} was set by a manual correction ({current.provenance}); "
+                           "only another correction changes it")
+
+    def person_only(self, what):
+        """Refuse what only a person's correction (or the world file) may do."""
+        if self.by_recorder:
+            raise Rejected(f"{what} is for a person's correction (or, later, the game master), not the recorder")
+
+
+@dataclass
+class Outcome:
+    payload: dict
+    status: str  # "applied" | "rejected"
+    reason: str = ""
+    writes: list = field(default_factory=list)
+    previous: list = field(default_factory=list)

@@ -1,0 +1,686 @@
+"""World files: a campaign's world as one JSON document (or a zip of several), imported whole or not at all.
+
+A world file describes places with their features, directed exits,
+factions, characters (where they are, their state, relationships and what
+they know), items with their holders, wear slots, and the sections later
+parts of seed 002 read (story time, calendar, routines, engagements,
+intents, variables, dice checks, triggers, lore), which are checked for
+shape and stored as they are. docs/world-files.md is the format.
+
+``build`` turns a document into typed events — the same events the recorder
+and a person's corrections use — so a world means exactly what those events
+mean; ``check`` validates them in order on the new campaign's empty state and
+lints the result; ``create_campaign`` refuses a file with any problem (every
+reason at once, nothing stored) and otherwise writes the campaign, its
+opening and its world in one transaction, at the opening node (depth 0), so
+the world belongs to every line of the story. ``export`` writes a state back
+as a world file.
+"""
+
+import copy
+import io
+import json
+import zipfile
+from dataclasses import dataclass, field
+from datetime import datetime
+from pathlib import PurePosixPath
+
+from django.db import transaction
+
+from . import lineage, story
+from .models import Campaign, CanonRule, Node, StateEvent
+from .state import lint, validate_batch, world
+from .state.reading import PROTAGONIST, Canon, State, _add_protagonist, key_for, normalize, protagonist_name
+from .state.registry import MAX_NAME, MAX_TEXT, clean
+
+FORMAT = "storyteller-world"
+VERSION = 1
+
+# A world of a thousand places, four thousand exits and two thousand items is
+# about 1.5 MiB of JSON; this bounds what an import reads, zipped or not.
+MAX_BYTES = 10 * 1024 * 1024
+
+# The campaign fields a world file may fill in (the new-campaign form's own values win).
+CAMPAIGN_FIELDS = ("title", "genre", "protagonist", "opening", "pacing", "style_notes", "narrator_rules")
+
+# The world's own sections, and those later parts of seed 002 read, stored as they are after a check of
+# their shape (what each entry must name). A section's ``kind`` is the JSON it must be.
+WORLD_SECTIONS = ("format", "version", "campaign", "slots", "places", "exits", "factions", "characters", "items",
+                  "facts")
+STORED_SECTIONS = {
+    "starting_time": "text",
+    "clock": "object",
+    "calendar": "object",
+    "routines": "list",
+    "engagements": "list",
+    "intents": "list",
+    "variables": "list",
+    "dice": "list",
+    "triggers": "list",
+    "lore": "list",
+}
+# For each stored list section: the fields every entry needs, and which of its fields name a character or a place.
+STORED_ENTRIES = {
+    "routines": (("who", "windows"), {"who": "character"}),
+    "engagements": (("who", "at", "what"), {"who": "character", "place": "place"}),
+    "intents": (("who", "plan"), {"who": "character"}),
+    "variables": (("name", "type"), {}),
+    "dice": (("key", "name", "definition"), {}),
+    "triggers": (("id",), {}),
+    "lore": (("id", "title", "text"), {}),
+}
+CLOCK_MODES = ("simulated", "real")
+VARIABLE_TYPES = ("number", "flag", "choice")
+LORE_SCOPES = ("listed", "everyone")
+
+
+class WorldRefused(Exception):
+    """The world file cannot be imported; ``reasons`` lists every problem found."""
+
+    def __init__(self, reasons):
+        self.reasons = list(reasons)
+        listed = "; ".join(self.reasons[:40]) + (f"; and {len(self.reasons) - 40} more" if len(self.reasons) > 40
+                                                 else "")
+        super().__init__(f"The world file was not imported ({len(self.reasons)} problem"
+                         f"{'s' if len(self.reasons) != 1 else ''}): {listed}. Nothing was stored.")
+
+
+def read(data):
+    """Return the world document in ``data`` (JSON, or a zip of JSON files), or raise WorldRefused."""
+    if len(data) > MAX_BYTES:
+        raise WorldRefused([f"the file is {len(data):,} bytes; a world file may be at most {MAX_BYTES:,}"])
+    if data[:4] == b"PK\x03\x04":
+        return _read_zip(data)
+    return _parse(data, "the file")
+
+
+def _parse(data, name):
+    try:
+        document = json.loads(data.decode("utf-8-sig"))
+    except UnicodeDecodeError:
+        raise WorldRefused([f"{name} is not UTF-8 text"]) from None
+    except json.JSONDecodeError as error:
+        raise WorldRefused([f"{name} is not valid JSON: {error.msg} at line {error.lineno}, column {error.colno}"]) \
+            from None
+    return document
+
+
+def _read_zip(data):
+    try:
+        archive = zipfile.ZipFile(io.BytesIO(data))
+        members = [info for info in archive.infolist() if not info.is_dir()]
+        total = sum(info.file_size for info in members)
+        if total > MAX_BYTES:
+            raise WorldRefused([f"the zip holds {total:,} bytes of files; at most {MAX_BYTES:,} can be imported"])
+        parts = [(info.filename, archive.read(info)) for info in members]
+    except zipfile.BadZipFile as error:
+        raise WorldRefused([f"the file is not a readable zip ({error})"]) from None
+    document, problems = {}, []
+    for name, content in sorted(parts):
+        path = PurePosixPath(name)
+        if path.suffix.lower() != ".json" or path.name.startswith("."):
+            continue
+        try:
+            part = _parse(content, name)
+        except WorldRefused as refusal:
+            problems += refusal.reasons
+            continue
+        if path.stem == "character" or path.parent.name == "characters":
+            document.setdefault("characters", []).append(part)
+        elif isinstance(part, dict) and (set(part) & (set(WORLD_SECTIONS) | set(STORED_SECTIONS))):
+            for section, value in part.items():
+                _merge(document, section, value, name, problems)
+        elif path.stem in STORED_SECTIONS or path.stem in WORLD_SECTIONS:
+            _merge(document, path.stem, part, name, problems)
+        else:
+            problems.append(f"{name}: not a world document (no known section) and not named after one "
+                            f"({', '.join(sorted({*WORLD_SECTIONS, *STORED_SECTIONS} - {'format', 'version'}))})")
+    if problems:
+        raise WorldRefused(problems)
+    if not document:
+        raise WorldRefused(["the zip holds no .json world file"])
+    return document
+
+
+def _merge(document, section, value, name, problems):
+    if section not in document:
+        document[section] = value
+    elif isinstance(document[section], list) and isinstance(value, list):
+        document[section] = document[section] + value
+    elif section in ("format", "version") and document[section] == value:
+        return
+    else:
+        problems.append(f"{name}: the section {section!r} is given twice in the zip")
+
+
+@dataclass
+class Built:
+    """A world document as typed events, with where in the file each came from and what could not be read."""
+
+    events: list = field(default_factory=list)
+    where: list = field(default_factory=list)
+    problems: list = field(default_factory=list)
+
+    def add(self, where, type, subject="", object="", value="", **extra):
+        self.events.append({"type": type, "subject": subject, "object": object, "value": value, **extra})
+        self.where.append(where)
+
+
+class _Names:
+    """The entities a file declares: their keys, and the names and ids by which the file refers to them."""
+
+    def __init__(self):
+        self.kinds = {}  # key -> kind
+        self.by_name = {}  # normalized name or alias -> [keys]
+
+    def declare(self, kind, key, names):
+        self.kinds[key] = kind
+        for name in names:
+            if name:
+                keys = self.by_name.setdefault(normalize(name), [])
+                if key not in keys:
+                    keys.append(key)
+
+    def new_key(self, wanted):
+        base = key = key_for(wanted)
+        number = 2
+        while key in self.kinds:
+            key, number = f"{base}-{number}", number + 1
+        return key
+
+    def find(self, reference, kinds, where, problems):
+        """Return the key ``reference`` names (an id first, then a unique name or alias), or None with a problem."""
+        if not isinstance(reference, str) or not reference.strip():
+            problems.append(f"{where}: names no {' or '.join(kinds)}")
+            return None
+        key = key_for(reference)
+        if key in self.kinds and self.kinds[key] in kinds:
+            return key
+        keys = [k for k in self.by_name.get(normalize(reference), []) if self.kinds[k] in kinds]
+        if len(keys) == 1:
+            return keys[0]
+        if keys:
+            problems.append(f"{where}: {reference!r} names {len(keys)} {kinds[0]}s; refer to one by its id "
+                            f"({', '.join(keys)})")
+        else:
+            problems.append(f"{where}: unknown {' or '.join(kinds)} {reference!r}")
+        return None
+
+
+def build(document, protagonist=""):
+    """Return the Built events of a world ``document`` for a campaign whose protagonist line is ``protagonist``.
+
+    References (an exit's places, an item's holder, a relationship's other
+    party) are an id or a name; every reference that names nothing, or more
+    than one thing, is a problem, as is a section of the wrong shape. The
+    world's one character marked ``"protagonist": true`` is the campaign's
+    protagonist.
+    """
+    out = Built()
+    problems = out.problems
+    document = copy.deepcopy(document)  # each entry is given its key while building; the caller's stays as it was
+    if not isinstance(document, dict):
+        problems.append(f"a world file is a JSON object with sections, not a {type(document).__name__}")
+        return out
+    if document.get("format", FORMAT) != FORMAT:
+        problems.append(f"format is {document.get('format')!r}; a world file says \"format\": \"{FORMAT}\"")
+    if document.get("version", VERSION) != VERSION:
+        problems.append(f"version {document.get('version')!r} is not one this Storyteller reads (it reads {VERSION})")
+    for section in document:
+        if section not in WORLD_SECTIONS and section not in STORED_SECTIONS:
+            known = [s for s in (*WORLD_SECTIONS, *STORED_SECTIONS) if s not in ("format", "version")]
+            problems.append(f"unknown section {section!r}; a world file has {', '.join(known)}")
+    names = _Names()
+    names.declare("character", PROTAGONIST, [protagonist_name_of(protagonist)] if protagonist else [])
+    sections = {name: _list(document, name, problems) for name in ("slots", "places", "exits", "factions",
+                                                                   "characters", "items", "facts")}
+    if "campaign" in document and not isinstance(document["campaign"], dict):
+        problems.append("campaign must be an object (title, genre, protagonist, opening, canon)")
+    _declare(names, sections, problems)
+    for number, entry in enumerate(sections["slots"], 1):
+        where = f"slots[{number}]"
+        if _entry(entry, where, ("name",), problems):
+            out.add(where, "slot", _text(entry["name"]), data=_only(entry, {"capacity"}))
+    for number, entry in enumerate(sections["places"], 1):
+        _place(out, names, entry, f"places[{number}]")
+    for number, entry in enumerate(sections["factions"], 1):
+        if isinstance(entry, dict) and entry.get("_key"):
+            out.add(f"factions[{number}]", "introduce", _text(entry["name"]), "faction",
+                    _text(entry.get("description"), MAX_TEXT), aliases=_aliases(entry),
+                    narrator_only=entry.get("narrator_only") is True, data={"id": entry["_key"]})
+    characters = [(number, entry) for number, entry in enumerate(sections["characters"], 1)
+                  if isinstance(entry, dict) and entry.get("_key")]
+    for number, entry in characters:
+        _character(out, entry, f"characters[{number}]", protagonist)
+    _items(out, names, sections["items"])
+    for number, entry in enumerate(sections["exits"], 1):
+        _exit(out, names, entry, f"exits[{number}]")
+    for number, entry in characters:
+        _character_state(out, names, entry, f"characters[{number}]")
+    for number, entry in enumerate(sections["facts"], 1):
+        if isinstance(entry, str) and entry.strip():
+            out.add(f"facts[{number}]", "add_fact", value=_text(entry, MAX_TEXT))
+        else:
+            problems.append(f"facts[{number}] must be a sentence")
+    for section, kind in STORED_SECTIONS.items():
+        if section in document:
+            _stored(out, names, section, kind, document[section])
+    return out
+
+
+def protagonist_name_of(line):
+    return protagonist_name(type("Line", (), {"protagonist": line})())
+
+
+def _list(document, name, problems):
+    value = document.get(name, [])
+    if not isinstance(value, list):
+        problems.append(f"{name} must be a list")
+        return []
+    return value
+
+
+def _entry(entry, where, required, problems):
+    if not isinstance(entry, dict):
+        problems.append(f"{where} must be an object")
+        return False
+    missing = [name for name in required if not isinstance(entry.get(name), str) or not entry[name].strip()]
+    if missing:
+        problems.append(f"{where} has no {' or '.join(missing)}")
+        return False
+    return True
+
+
+def _text(value, limit=MAX_NAME):
+    return str(value if value is not None else "").strip()[:limit]
+
+
+def _aliases(entry):
+    aliases = entry.get("aliases") or []
+    return [str(a) for a in aliases] if isinstance(aliases, list) else []
+
+
+def _only(entry, names):
+    return {name: entry[name] for name in names if name in entry}
+
+
+def _declare(names, sections, problems):
+    """Give every place, faction, character and item of the file its key, before any reference is read."""
+    for section, kind in (("places", "place"), ("factions", "faction"), ("characters", "character"),
+                          ("items", "item")):
+        for number, entry in enumerate(sections[section], 1):
+            where = f"{section}[{number}]"
+            if not _entry(entry, where, ("name",), problems):
+                continue
+            if kind == "character" and entry.get("protagonist") is True:
+                if any(e.get("_key") == PROTAGONIST for e in sections["characters"] if isinstance(e, dict)):
+                    problems.append(f"{where}: only one character can be the protagonist")
+                    continue
+                key = PROTAGONIST
+            else:
+                key = names.new_key(entry.get("id") or entry["name"])
+            entry["_key"] = key
+            names.declare(kind, key, [entry["name"], *_aliases(entry), entry.get("id", "")])
+
+
+def _place(out, names, entry, where):
+    if not isinstance(entry, dict) or not entry.get("_key"):
+        return
+    out.add(where, "introduce", _text(entry["name"]), "place", _text(entry.get("description"), MAX_TEXT),
+            aliases=_aliases(entry), narrator_only=entry.get("narrator_only") is True, data={"id": entry["_key"]})
+    for number, feature in enumerate(entry.get("features") or [], 1):
+        spot = f"{where}.features[{number}]"
+        if _entry(feature, spot, ("name",), out.problems):
+            out.add(spot, "feature", entry["_key"], _text(feature["name"]),
+                    _text(feature.get("text") or feature["name"], MAX_TEXT),
+                    data=_only(feature, {"notable", "hidden"}))
+
+
+def _character(out, entry, where, protagonist):
+    key = entry["_key"]
+    if key == PROTAGONIST:
+        name = protagonist_name_of(protagonist) if protagonist else ""
+        aliases = [a for a in [entry["name"], *_aliases(entry)] if normalize(a) != normalize(name)]
+        if aliases or entry.get("description"):
+            out.add(where, "entity", PROTAGONIST, "character", _text(entry.get("description"), MAX_TEXT),
+                    aliases=aliases, data={})
+        return
+    out.add(where, "introduce", _text(entry["name"]), "character", _text(entry.get("description"), MAX_TEXT),
+            aliases=_aliases(entry), narrator_only=entry.get("narrator_only") is True, data={"id": key})
+
+
+ITEM_KEYS = {"quantity", "unique", "condition", "notable", "hidden", "wear_slot", "container", "owner", "stack",
+             "mode", "slot"}
+
+
+def _items(out, names, entries):
+    """Introduce the items holders first (a ring after the box it is in), then give each its opener."""
+    problems = out.problems
+    pending = {}
+    for number, entry in enumerate(entries, 1):
+        if isinstance(entry, dict) and entry.get("_key"):
+            where = f"items[{number}]"
+            holder = names.find(entry.get("holder"), ("place", "character", "item"), f"{where}.holder", problems)
+            pending[entry["_key"]] = (where, entry, holder)
+    done, order = set(), []
+
+    def visit(key, trail):
+        if key in done or key not in pending:
+            return
+        if key in trail:
+            problems.append(f"{pending[key][0]}: its holders go round in a circle ({' in '.join(trail)})")
+            return
+        holder = pending[key][2]
+        if holder in pending:
+            visit(holder, [*trail, key])
+        done.add(key)
+        order.append(key)
+
+    for key in pending:
+        visit(key, [])
+    for key in order:
+        where, entry, holder = pending[key]
+        if holder is None:
+            continue
+        data = {"id": key, "holder": holder, **_only(entry, ITEM_KEYS)}
+        if "owner" in data:
+            data["owner"] = names.find(data["owner"], ("character", "faction"), f"{where}.owner", problems) or ""
+        out.add(where, "introduce", _text(entry["name"]), "item", _text(entry.get("description"), MAX_TEXT),
+                aliases=_aliases(entry), narrator_only=entry.get("narrator_only") is True, data=data)
+    for key in order:
+        where, entry, _ = pending[key]
+        if entry.get("opener"):
+            opener = names.find(entry["opener"], ("item",), f"{where}.opener", problems)
+            if opener:
+                out.add(where, "item_edit", key, data={"opener": opener})
+
+
+def _exit(out, names, entry, where):
+    problems = out.problems
+    if not _entry(entry, where, ("from", "to"), problems):
+        return
+    origin = names.find(entry["from"], ("place",), f"{where}.from", problems)
+    to = names.find(entry["to"], ("place",), f"{where}.to", problems)
+    data = _only(entry, {"label", "state", "travel_seconds", "hidden", "both_ways"})
+    if entry.get("opener"):
+        data["opener"] = names.find(entry["opener"], ("item",), f"{where}.opener", problems) or ""
+    if origin and to:
+        out.add(where, "exit_change", origin, to, data=data)
+
+
+def _character_state(out, names, entry, where):
+    """Place a character, and give it its condition, relationships and knowledge."""
+    problems = out.problems
+    key = entry["_key"]
+    if entry.get("place"):
+        place = names.find(entry["place"], ("place",), f"{where}.place", problems)
+        if place:
+            out.add(where, "move", key, place, data={"ignore_exits": True})
+    condition = entry.get("condition") or {}
+    if isinstance(condition, str):
+        condition = {"public": condition}
+    if not isinstance(condition, dict):
+        problems.append(f"{where}.condition must be an object (public, inner, activity, mood)")
+    elif any(condition.values()):
+        out.add(f"{where}.condition", "set_condition", key, value=_text(condition.get("public"), MAX_TEXT),
+                data=_only(condition, {"inner", "activity", "mood"}))
+    for number, relation in enumerate(entry.get("relationships") or [], 1):
+        spot = f"{where}.relationships[{number}]"
+        if not _entry(relation, spot, ("to",), problems):
+            continue
+        other = names.find(relation["to"], ("character", "faction"), f"{spot}.to", problems)
+        if other:
+            out.add(spot, "relationship", key, other, _text(relation.get("summary"), MAX_TEXT),
+                    data={"label": relation.get("label") or "", **_only(relation, set(world.AXES))})
+    knowledge = entry.get("knowledge") or {}
+    if not isinstance(knowledge, dict):
+        problems.append(f"{where}.knowledge must be an object (locations, items, exits, lore)")
+        return
+    for section, kind in (("locations", "place"), ("items", "item"), ("exits", "exit"), ("lore", "lore")):
+        for number, known in enumerate(knowledge.get(section) or [], 1):
+            _known(out, names, key, section, kind, known, f"{where}.knowledge.{section}[{number}]")
+
+
+def _known(out, names, key, section, kind, known, where):
+    how = "world"
+    if isinstance(known, dict):
+        how = known.get("how", "world")
+    if kind == "exit":
+        if not _entry(known, where, ("from", "to"), out.problems):
+            return
+        origin = names.find(known["from"], ("place",), f"{where}.from", out.problems)
+        if origin:
+            out.add(where, "know", key, _text(known.get("label") or known["to"]),
+                    data={"kind": "exit", "from": origin, "how": how})
+        return
+    target = known.get("name") if isinstance(known, dict) else known
+    if kind == "lore":
+        out.add(where, "know", key, _text(target), data={"kind": "lore", "how": how})
+        return
+    found = names.find(target, (kind,), where, out.problems)
+    if found:
+        out.add(where, "know", key, found, data={"kind": kind, "how": how})
+
+
+def _stored(out, names, section, kind, value):
+    """Check a later section's shape and what its entries name; store it as it is."""
+    problems = out.problems
+    if kind == "text":
+        if not isinstance(value, str) or not _instant(value):
+            problems.append(f"{section} must be a date and time like \"2031-03-14T08:00\"")
+            return
+    elif kind == "object":
+        if not isinstance(value, dict):
+            problems.append(f"{section} must be an object")
+            return
+        if section == "clock" and value.get("mode", "simulated") not in CLOCK_MODES:
+            problems.append(f"clock.mode must be {' or '.join(CLOCK_MODES)}, not {value.get('mode')!r}")
+            return
+    else:
+        if not isinstance(value, list):
+            problems.append(f"{section} must be a list")
+            return
+        required, references = STORED_ENTRIES[section]
+        before = len(problems)
+        for number, entry in enumerate(value, 1):
+            where = f"{section}[{number}]"
+            if not isinstance(entry, dict):
+                problems.append(f"{where} must be an object")
+                continue
+            missing = [name for name in required if entry.get(name) in (None, "", [], {})]
+            if missing:
+                problems.append(f"{where} has no {' or '.join(missing)}")
+            for name, referred in references.items():
+                if entry.get(name):
+                    names.find(entry[name], (referred,), f"{where}.{name}", problems)
+            if section == "variables" and entry.get("type") not in VARIABLE_TYPES:
+                problems.append(f"{where}.type must be {', '.join(VARIABLE_TYPES)}, not {entry.get('type')!r}")
+            if section == "lore" and entry.get("scope", "listed") not in LORE_SCOPES:
+                problems.append(f"{where}.scope must be {' or '.join(LORE_SCOPES)}, not {entry.get('scope')!r}")
+        if len(problems) > before:
+            return
+    out.add(section, "world_section", section, data={"content": value})
+
+
+def _instant(text):
+    try:
+        datetime.fromisoformat(text)
+    except ValueError:
+        return False
+    return True
+
+
+@dataclass
+class Checked:
+    """What importing a document would do: its events, the outcomes, the problems that refuse it, the lint."""
+
+    built: Built
+    state: State
+    outcomes: list
+    problems: list
+    findings: list
+
+    @property
+    def errors(self):
+        return self.problems + [f"world_lint: {f.text}" for f in self.findings if f.severity == "error"]
+
+
+def check(document, protagonist=""):
+    """Return what importing ``document`` would do, without storing anything (pure).
+
+    The protagonist's line is the campaign's (or, when not given, the file's own).
+    """
+    fields, canon = campaign_fields(document)
+    protagonist = protagonist or fields.get("protagonist", "")
+    built = build(document, protagonist)
+    state = fresh_state(protagonist, canon)
+    outcomes = validate_batch(state, [clean(event) for event in built.events], "world")
+    problems = list(built.problems)
+    for where, outcome in zip(built.where, outcomes):
+        if outcome.status != "applied":
+            problems.append(f"{where}: {outcome.reason}")
+    findings = lint.lint(state)
+    return Checked(built, state, outcomes, problems, findings)
+
+
+def fresh_state(protagonist, canon=()):
+    """Return the state of a new campaign's opening: the protagonist and the canon rules, nothing else."""
+    slots = {}
+    _add_protagonist(slots, type("Campaign", (), {"protagonist": protagonist})())
+    return State(slots, [Canon(-number, text, scope) for number, (text, scope) in enumerate(canon, 1)])
+
+
+def campaign_fields(document):
+    """Return the campaign fields and canon rules a world file gives (``campaign`` section)."""
+    section = document.get("campaign") if isinstance(document, dict) else None
+    section = section if isinstance(section, dict) else {}
+    fields = {name: str(section[name]).strip() for name in CAMPAIGN_FIELDS if section.get(name)}
+    canon = []
+    for rule in section.get("canon") or []:
+        if isinstance(rule, str) and rule.strip():
+            canon.append((rule.strip(), CanonRule.Scope.INVARIANT))
+        elif isinstance(rule, dict) and str(rule.get("text", "")).strip():
+            scope = rule.get("scope") if rule.get("scope") in CanonRule.Scope.values else CanonRule.Scope.INVARIANT
+            canon.append((str(rule["text"]).strip(), scope))
+    return fields, canon
+
+
+def create_campaign(owner, document, **fields):
+    """Create a campaign whose world is ``document``; return (campaign, lint findings), or raise WorldRefused.
+
+    ``fields`` are the campaign's own (a form's); what they leave out comes
+    from the file's ``campaign`` section. Nothing is stored unless all of it
+    is: the campaign, its opening and its world are one transaction.
+    """
+    given, canon = campaign_fields(document)
+    values = {**given, **{name: value for name, value in fields.items() if value not in (None, "")}}
+    missing = [name for name in ("title", "protagonist", "opening") if not values.get(name)]
+    checked = check(document, values.get("protagonist", ""))
+    reasons = checked.errors
+    if missing:
+        reasons = [f"the campaign needs a {', '.join(missing)} (give them in the form or the file's campaign "
+                   "section)", *reasons]
+    if reasons:
+        raise WorldRefused(reasons)
+    with transaction.atomic():
+        campaign = Campaign.objects.create(owner=owner, **values)
+        for position, (text, scope) in enumerate(canon):
+            CanonRule.objects.create(campaign=campaign, text=text, scope=scope, position=position)
+        story.start_campaign(campaign)
+        stored = write(campaign, checked.built.events)
+        rejected = [event for event in stored if event.status != StateEvent.Status.APPLIED]
+        if rejected:  # the check saw the same state, so this is a defect; it still never stores half a world
+            raise WorldRefused([f"{event.payload.get('type')}: {event.reason}" for event in rejected])
+    return campaign, checked.findings
+
+
+def write(campaign, events):
+    """Apply a world's events at the campaign's opening node (source ``world``); return the stored events."""
+    from .state import apply_events
+
+    opening = Node.objects.get(campaign=campaign, branch_id=campaign.head_branch_id, depth=0)
+    return apply_events(opening, events, source=StateEvent.Source.WORLD)
+
+
+def lint_campaign(campaign):
+    """Return world_lint's findings on the campaign's state at its head."""
+    from .state import state_at
+
+    return lint.lint(state_at(lineage.path_of(campaign), campaign))
+
+
+def export(state, campaign=None):
+    """Return ``state``'s world as a world document that ``build`` reads back into the same world."""
+    snap = world.snapshot(state)
+    document = {"format": FORMAT, "version": VERSION}
+    if campaign is not None:
+        document["campaign"] = {
+            **{name: getattr(campaign, name) for name in CAMPAIGN_FIELDS if getattr(campaign, name)},
+            "canon": [{"text": rule.text, "scope": rule.scope} for rule in campaign.canon_rules.filter(enabled=True)],
+        }
+    entities = {e["key"]: e for e in snap["entities"]}
+    custom = {slot: capacity for slot, capacity in snap["slots"].items() if world.DEFAULT_SLOTS.get(slot) != capacity}
+    document["slots"] = [{"name": slot, "capacity": capacity} for slot, capacity in sorted(custom.items())]
+    document["places"] = [{
+        "id": place["key"], "name": place["name"], **_described(entities[place["key"]]),
+        "features": [{key: value for key, value in feature.items() if value not in (False, "")}
+                     for feature in place["features"]],
+    } for place in snap["places"]]
+    document["factions"] = [{"id": e["key"], "name": e["name"], **_described(e)} for e in snap["entities"]
+                            if e["kind"] == "faction"]
+    relationships = {}
+    for relation in snap["relationships"]:
+        relationships.setdefault(relation["from"], []).append({
+            "to": relation["to"], **{k: relation[k] for k in ("label", "summary") if relation[k]},
+            **{axis: relation[axis] for axis in world.AXES if relation[axis]}})
+    document["characters"] = []
+    for character in snap["characters"]:
+        key = character["key"]
+        entry = {"id": key, "name": character["name"], **_described(entities[key])}
+        if key == PROTAGONIST:
+            entry = {"protagonist": True, **entry}
+        if character["place"]:
+            entry["place"] = character["place"]
+        condition = {k: v for k, v in character["condition"].items() if v}
+        if condition:
+            entry["condition"] = condition
+        if relationships.get(key):
+            entry["relationships"] = relationships[key]
+        known = snap["knowledge"].get(key, {})
+        knowledge = {}
+        for section, kind in (("locations", "place"), ("items", "item"), ("lore", "lore")):
+            if known.get(kind):
+                knowledge[section] = [{"name": target, "how": how} for target, how in known[kind].items()]
+        if known.get("exit"):
+            exits = {f"{e['from']}:{e['key']}": e for e in snap["exits"]}
+            knowledge["exits"] = [{"from": exits[t]["from"], "to": exits[t]["label"] or exits[t]["to"], "how": how}
+                                  for t, how in known["exit"].items() if t in exits]
+        if knowledge:
+            entry["knowledge"] = knowledge
+        document["characters"].append(entry)
+    document["items"] = [{
+        "id": item["key"], "name": item["name"], **_described(entities[item["key"]]),
+        "holder": item["holder"],
+        **{k: item[k] for k in ("mode", "slot", "condition", "wear_slot", "container", "opener", "owner", "stack")
+           if item[k]},
+        **{k: item[k] for k in ("unique", "notable", "hidden") if item[k]},
+        **({"quantity": item["quantity"]} if item["quantity"] != 1 else {}),
+    } for item in snap["items"] if item["holder"] and item["quantity"] > 0]
+    document["exits"] = [{"from": e["from"], "to": e["to"], "state": e["state"],
+                          **{k: e[k] for k in ("label", "opener", "travel_seconds", "hidden") if e[k]}}
+                         for e in snap["exits"]]
+    document["facts"] = snap["facts"]
+    for record in state.of_kind("world_section"):
+        document[record.value] = record.data.get("content")
+    return document
+
+
+def _described(entity):
+    extra = {}
+    if entity["aliases"]:
+        extra["aliases"] = entity["aliases"]
+    if entity["description"]:
+        extra["description"] = entity["description"]
+    if entity["narrator_only"]:
+        extra["narrator_only"] = True
+    return extra
