@@ -29,25 +29,18 @@ from .llm import bounds, failures, priority
 
 logger = logging.getLogger(__name__)
 
-# A turn that changes more than this many things is being described, not
-# recorded. The one-sentence values are bounded too: a grammar built from a
-# schema with a free string lets a small model write that string until the
-# token limit cuts it off unclosed (see llm.bounds).
-MAX_EVENTS = 10
-VALUE_LENGTH = 160
-
 # Past this many entities the recorder is shown only those in the scene or
 # named in the turn: the full list would cost more tokens than the turn itself.
 MAX_LISTED = 60
 
-# The events the recorder may propose, each with its own fields (campaigns/state/registry.py, docs/events.md),
-# every string and list bounded here (the table's own bounds are for corrections, which a person writes).
-SCHEMA = bounds.bound(story_state.recorder_schema(), max_items=MAX_EVENTS, max_length=VALUE_LENGTH)
+# The events the recorder may propose, each with its own fields and every string and list bounded
+# (campaigns/state/registry.py; the same schema docs/events.md documents).
+SCHEMA = story_state.recorder_schema()
 
 # Ten events with their data are about 1,000 tokens of JSON. The longest answer SCHEMA allows is far longer
-# (every optional field of ten item_changes), so the limit is set by what a recording needs, not by that:
-# a server model stops when its JSON closes, and the built-in narrator fits the schema to this limit itself
-# (llm.builtin), so its answers close within it.
+# (every optional field of forty item_changes), so the limit is what a recording needs: a server model stops
+# when its JSON closes, and the built-in narrator, whose grammar would let it write every field out, fits the
+# schema to this limit itself (llm.builtin), so its answers close within it.
 MAX_TOKENS = 1600
 
 RULES = """You keep the record of an interactive story. Read the latest turn and list, as JSON events, only the changes to the story state that the turn clearly establishes. Record nothing that is merely said, feared, planned or guessed, and nothing already in the state. Use the exact names from the state; introduce any new person, place, item or faction before other events name it.

@@ -231,12 +231,16 @@ def _coerce(raw, spec, where, problems):
 def schema(name, source=CORRECTION):
     """Return the JSON Schema of one event of type ``name`` as ``source`` may send it.
 
-    The envelope's properties are required and no other is allowed; every
-    field of ``data`` may be left out (a field left out is left as it was, or
-    takes its default), so a model never has to restate what did not change.
-    The same schema serves Ollama's ``format``, OpenAI-compatible servers and
-    the built-in narrator's grammar; people and scripts may also leave
-    envelope fields out (``clean`` fills them in), which docs/events.md says.
+    No property outside the envelope is allowed, and every field of ``data``
+    may be left out (a field left out is left as it was, or takes its
+    default), so a model never has to restate what did not change. For a
+    person or a world file the envelope's properties are listed as required;
+    a model proposing an event (the recorder) need give only its ``type``:
+    ``clean`` fills in the rest as it does for people and scripts
+    (docs/events.md), and a reply that left out an empty ``aliases`` or
+    ``data`` is no reason to ask the model again. The same schema serves
+    Ollama's ``format``, OpenAI-compatible servers and the built-in
+    narrator's grammar (which writes every property in order regardless).
     """
     kind = TYPES[name]
     properties = {
@@ -253,7 +257,7 @@ def schema(name, source=CORRECTION):
     if fields:
         properties["data"] = _object({name: _field_schema(spec, source) for name, spec in fields.items()},
                                      required=())
-    return _object(properties)
+    return _object(properties, required=("type",) if source in PROPOSERS else None)
 
 
 def recorder_schema(source=RECORDER):

@@ -112,6 +112,8 @@ def upload(doc, name="keep.json"):
     return SimpleUploadedFile(name, json.dumps(doc).encode(), content_type="application/json")
 
 
+# The campaign is made on the import thread, with a connection of its own: the test's data must be committed.
+@pytest.mark.django_db(transaction=True)
 def test_a_new_campaign_starts_from_a_world_file_on_the_new_campaign_page(client_of, owner):
     from campaigns.models import Campaign
 
@@ -124,6 +126,8 @@ def test_a_new_campaign_starts_from_a_world_file_on_the_new_campaign_page(client
     assert world.find_exit(state_at(lineage.path_of(campaign), campaign), "corridor", "Vault").state == "locked"
 
 
+# The campaign is made on the import thread, with a connection of its own: the test's data must be committed.
+@pytest.mark.django_db(transaction=True)
 def test_a_broken_world_file_is_refused_on_the_page_with_every_reason_and_nothing_stored(client_of):
     from campaigns.models import Campaign, StateRecord
 

@@ -187,9 +187,10 @@ async def test_the_recorders_answer_follows_its_schema_within_its_limit():
     reply = await BuiltinNarrator().complete_json(messages, recorder.SCHEMA, options)
 
     assert isinstance(reply["events"], list) and len(reply["events"]) <= builtin.MAX_ITEMS
+    variants = {v["properties"]["type"]["const"]: v for v in recorder.SCHEMA["properties"]["events"]["items"]["anyOf"]}
     for event in reply["events"]:
-        assert set(event) == {"type", "subject", "object", "value", "narrator_only"}
-        assert len(event["value"]) <= recorder.VALUE_LENGTH
+        assert set(event) == set(variants[event["type"]]["properties"]), "every field the type has, no other"
+        assert len(event["value"]) <= variants[event["type"]]["properties"]["value"]["maxLength"]
 
 
 async def test_a_schema_the_grammar_cannot_express_is_refused_in_words():
