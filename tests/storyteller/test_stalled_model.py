@@ -55,11 +55,11 @@ async def _until(condition, timeout=5.0):
         await asyncio.sleep(0.01)
 
 
-async def _frames_until_body(communicator, timeout):
+async def _frames_until_end(communicator, timeout):
     frames = []
     while True:
         frames.append(await communicator.receive_from(timeout=timeout))
-        if 'id="play-body"' in frames[-1]:
+        if 'id="turn-outcome"' in frames[-1]:
             return frames
 
 
@@ -72,7 +72,7 @@ async def _other_person_plays(campaign, session):
     assert connected
     started = time.perf_counter()
     await other.send_json_to({"mode": "do", "text": "look around"})
-    frames = await _frames_until_body(other, timeout=LIMIT)
+    frames = await _frames_until_end(other, timeout=LIMIT)
     turn_seconds = time.perf_counter() - started
     await other.disconnect()
     assert 'data-role="narrator"' in frames[-1]
@@ -115,7 +115,7 @@ async def test_stop_ends_a_turn_whose_embedding_stalls_at_once(campaign, owner, 
     try:
         started = time.perf_counter()
         await stalled.send_json_to({"action": "stop"})
-        frames = await _frames_until_body(stalled, timeout=LIMIT)
+        frames = await _frames_until_end(stalled, timeout=LIMIT)
         assert time.perf_counter() - started < LIMIT
         assert "Stopped. Nothing was saved." in frames[-1]
         assert await Node.objects.filter(campaign=campaign).acount() == 1

@@ -336,7 +336,7 @@ async def _turn_first_samples(campaign, server, samples):
         server.script(words)
         sent = time.perf_counter()
         await communicator.send_json_to({"mode": "do", "text": f"turn first {index}"})
-        while 'id="play-body"' not in await communicator.receive_from(timeout=60):
+        while 'id="turn-outcome"' not in await communicator.receive_from(timeout=60):
             pass
         request = next(r.at for r in server.requests if r.at > sent and r.path == "/api/chat" and r.body.get("stream"))
         first = next(c.at for c in server.chunks if c.at > sent and c.text.strip() == f"Reply{index}")
@@ -1381,7 +1381,7 @@ async def _play_traced(campaign, server, trace, count, retry, warm_up=3, wait=Tr
         server.script(" ".join(f"word{index}_{n}" for n in range(20)))
         message = {"action": "retry"} if retry else {"mode": "do", "text": f"{ACTIONS[index % 4]} {index}"}
         await communicator.send_json_to(message)
-        while 'id="play-body"' not in await communicator.receive_from(timeout=60):
+        while 'id="turn-outcome"' not in await communicator.receive_from(timeout=60):
             pass
         if trace.left is None:
             raise CommandError("a bench turn sent no chat request; is the fake server answering?")
