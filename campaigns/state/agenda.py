@@ -65,12 +65,15 @@ class Routine:
 
     def next_after(self, moment, cal=None):
         """Return (the next Slot to begin after the Moment, its start in UTC ms), or (None, None)."""
-        best = (None, None)
+        best, chosen = None, None
         for slot in self.slots:
-            start = slot.window.next_start(moment, cal)
-            if start is not None and (best[1] is None or start < best[1]):
-                best = (slot, start)
-        return best
+            day = slot.window.next_start_day(moment, cal)
+            # Local (day, minute) order is time order: only the winner is converted to an instant.
+            if day is not None and (best is None or (day, slot.window.start) < best):
+                best, chosen = (day, slot.window.start), slot
+        if chosen is None:
+            return None, None
+        return chosen, calendar.at_local(best[0], best[1], moment.tz)
 
 
 def parse_routine(who, data, *, cal=None, places=None):

@@ -368,8 +368,11 @@ def format_time(minute):
 
 _ISO_INSTANT = re.compile(r"(\d{4})-(\d{2})-(\d{2})[t ](\d{2}):(\d{2})(?::(\d{2}))?(z|[+-]\d{2}:?\d{2})?")
 _RELATIVE = {"today": 0, "tomorrow": 1, "yesterday": -1}
-_TRAILING_TIME = re.compile(r"(.+?)(?: at)? (\d{1,2}(?::\d{2})?(?: ?(?:am|pm|a\.m\.|p\.m\.))?|noon|midday|midnight)")
-_LEADING_TIME = re.compile(r"(\d{1,2}(?::\d{2})?(?: ?(?:am|pm|a\.m\.|p\.m\.))?|noon|midday|midnight) (?:on )?(.+)")
+# A time of day as it can follow or lead a day: with minutes, with am/pm, or a word (a bare "14" is a day).
+_CLOCK = r"(?:\d{1,2}:\d{2}(?: ?(?:am|pm|a\.m\.|p\.m\.))?|\d{1,2} ?(?:am|pm|a\.m\.|p\.m\.)|noon|midday|midnight)"
+_CLOCK_ONLY = re.compile(_CLOCK)
+_TRAILING_TIME = re.compile(rf"(.+?)(?: at)? ({_CLOCK})")
+_LEADING_TIME = re.compile(rf"({_CLOCK}) (?:on )?(.+)")
 
 
 def parse_instant(text, *, now_ms, tz, calendar=None):
@@ -388,20 +391,16 @@ def parse_instant(text, *, now_ms, tz, calendar=None):
     clean = _clean(raw)
     if not clean:
         raise Refused("no time given; write a date and time such as '14 March 2031 at 20:00'")
-    try:
-        return next_time_of_day(now_ms, tz, format_time(parse_time(clean)))
-    except Refused:
-        pass
+    if _CLOCK_ONLY.fullmatch(clean):
+        return next_time_of_day(now_ms, tz, clean)
     minute, day_text = 0, clean
-    for pattern, day_group, time_group in ((_TRAILING_TIME, 1, 2), (_LEADING_TIME, 2, 1)):
-        found = pattern.fullmatch(clean)
+    found = _TRAILING_TIME.fullmatch(clean)
+    if found:
+        day_text, minute = _clean(found.group(1)), parse_time(found.group(2))
+    else:
+        found = _LEADING_TIME.fullmatch(clean)
         if found:
-            try:
-                minute = parse_time(found.group(time_group))
-            except Refused:
-                continue
-            day_text = _clean(found.group(day_group))
-            break
+            day_text, minute = _clean(found.group(2)), parse_time(found.group(1))
     now = local(now_ms, tz)
     if day_text in _RELATIVE:
         return at_local(now.date() + timedelta(days=_RELATIVE[day_text]), minute, tz)
@@ -531,15 +530,20 @@ class Window:
             return False
         return not self.on or any(rule.matches(day, calendar) for rule in self.on)
 
-    def next_start(self, at, calendar=None, horizon_days=14):
-        """Return the UTC ms of the next start of this window after the Moment ``at``, or None within the horizon."""
+    def next_start_day(self, at, calendar=None, horizon_days=14):
+        """Return the day of the next start of this window after the Moment ``at``, or None within the horizon."""
         for offset in range(horizon_days + 1):
-            day = at.day + timedelta(days=offset)
             if offset == 0 and self.start <= at.minute:
                 continue
+            day = at.day + timedelta(days=offset)
             if self.on_day(day, calendar):
-                return at_local(day, self.start, at.tz)
+                return day
         return None
+
+    def next_start(self, at, calendar=None, horizon_days=14):
+        """Return the UTC ms of the next start of this window after the Moment ``at``, or None within the horizon."""
+        day = self.next_start_day(at, calendar, horizon_days)
+        return at_local(day, self.start, at.tz) if day is not None else None
 
 
 def parse_window(data, calendar=None):

@@ -14,10 +14,12 @@ reason (``failed``) and none of its effects apply. A trigger with
 and its text never enters a prompt until it fires.
 """
 
+import hashlib
 import json
 import random
 from dataclasses import dataclass, field, replace
 from datetime import timedelta
+from functools import cached_property
 
 from . import calendar
 from .rules import Refused, write
@@ -57,13 +59,14 @@ class Context:
     statuses: dict = field(default_factory=dict)  # trigger id -> status at the start of the check (check sets it)
     judgments: dict = field(default_factory=dict)  # trigger id -> bool
     trigger: str = ""  # the trigger being evaluated (whose judgment a judged condition reads)
-    _moment: object = None
 
-    @property
+    @cached_property
     def moment(self):
-        if self._moment is None:
-            self._moment = calendar.moment(self.now_ms, self.tz)
-        return self._moment
+        return calendar.moment(self.now_ms, self.tz)
+
+    @cached_property
+    def since_moment(self):
+        return calendar.moment(self.since_ms, self.tz)
 
 
 class Condition:
@@ -114,12 +117,13 @@ class Every(Condition):
     def value(self, ctx):
         if ctx.now_ms <= ctx.since_ms:
             return False
-        day = ctx.moment.day
+        # Compared as local (day, minute): no instant is made for the days looked at.
+        now, since, start = ctx.moment, ctx.since_moment, self.window.start
+        day = now.day if now.minute >= start else now.day - timedelta(days=1)
         for _ in range(MAX_EVERY_DAYS):
-            at = calendar.at_local(day, self.window.start, ctx.tz)
-            if at <= ctx.since_ms:
+            if (day, start) <= (since.day, since.minute):
                 return False
-            if at <= ctx.now_ms and self.window.on_day(day, ctx.cal):
+            if self.window.on_day(day, ctx.cal):
                 return True
             day -= timedelta(days=1)
         return False
@@ -372,6 +376,12 @@ class Trigger:
     cue: dict | None = None
     origin: str = "world"
 
+    @cached_property
+    def digest(self):
+        """Return a short hash of the definition: stored beside it, so a check knows an unchanged one at once."""
+        text = json.dumps(self.definition, sort_keys=True)
+        return hashlib.sha1(f"{self.origin}:{text}".encode()).hexdigest()[:16]
+
     @property
     def judged(self):
         """Return the text of this trigger's judged condition, or ""."""
@@ -525,31 +535,32 @@ def load_triggers(items, *, refs=None, tz="UTC", now_ms=0, cal=None, origin="wor
 
 
 def from_record(data):
-    """Return (Trigger, Status) from a ``trigger:<id>`` record's data (already validated when stored)."""
-    key = json.dumps(data["definition"], sort_keys=True)
-    trigger = _parsed(key, data.get("origin", "world"))
+    """Return (Trigger, Status) from a ``trigger:<id>`` record's data (already validated when stored).
+
+    Definitions are parsed once per digest: a check reads hundreds of
+    records, and their statuses change far more often than their definitions.
+    """
+    key = data.get("digest")
+    trigger = _parsed.get(key) if key else None
+    if trigger is None:
+        trigger = load_trigger(data["definition"], origin=data.get("origin", "world"))
+        if len(_parsed) > 4096:
+            _parsed.clear()
+        _parsed[trigger.digest] = trigger
     status = Status(data.get("status", "dormant"), data.get("fires", 0), data.get("last_fired"),
                     bool(data.get("last_value")), data.get("failure", ""), bool(data.get("deferred")))
     return trigger, status
 
 
-_cache = {}
-
-
-def _parsed(key, origin):
-    """Return the Trigger of a stored definition, parsed once per distinct definition (a check reads hundreds)."""
-    found = _cache.get((key, origin))
-    if found is None:
-        if len(_cache) > 4096:
-            _cache.clear()
-        found = _cache[(key, origin)] = load_trigger(json.loads(key), origin=origin)
-    return found
+# Parsed definitions by digest, shared by every campaign (a definition is the same trigger wherever it is stored).
+_parsed = {}
 
 
 def record(trigger, status):
     """Return the ``trigger:<id>`` record write: the definition and the status. Secret unless announced."""
     return write(f"trigger:{trigger.id}", "trigger", subject=trigger.id, value=status.status,
-                 data={"definition": trigger.definition, "origin": trigger.origin, **status.data()},
+                 data={"definition": trigger.definition, "origin": trigger.origin, "digest": trigger.digest,
+                       **status.data()},
                  narrator_only=trigger.announce is None)
 
 
