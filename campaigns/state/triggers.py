@@ -629,8 +629,8 @@ def check(entries, ctx, *, seed, cap=PER_CHECK):
         # A moment (a recurring time) is over once seen, so the next one is an edge again.
         last = value and not trigger.condition.pulse
         if not value or status.last_value:
-            if last != status.last_value:
-                result.writes.append(record(trigger, replace(status, last_value=last)))
+            if last != status.last_value or status.deferred:  # a wait for the cap ends when the condition does
+                result.writes.append(record(trigger, replace(status, last_value=last, deferred=False)))
             continue
         cooling = status.last_fired is not None and ctx.now_ms - status.last_fired < trigger.cooldown * 1000
         if cooling or not _draw(trigger, status, seed):

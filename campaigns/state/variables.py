@@ -225,6 +225,17 @@ def with_builtins(defs):
     return {**defs, **{name: d for name, d in BUILTINS.items() if name not in defs}}
 
 
+def value_of(defs, values, obj, name, temperaments=None):
+    """Return the value of ``name`` on ``obj``: the stored one, else its default; None for an unknown variable.
+
+    What a trigger's variable condition reads (``rules.World.variable``).
+    """
+    definition = defs.get(name)
+    if definition is None:
+        return None
+    return values.get((obj, name), definition.default_for(obj, temperaments))
+
+
 def slot_of(obj, name):
     return f"var:{obj}:{name}"
 

@@ -344,3 +344,17 @@ def test_a_stored_trigger_reads_back_the_same():
     assert trigger.definition["when"]["after"] == ms("2031-03-14T20:00")  # words became an instant
     back, status = triggers.from_record(triggers.record(trigger, Status())["data"])
     assert back == trigger and status == Status()
+
+
+def test_a_trigger_left_waiting_by_the_cap_stops_waiting_when_its_condition_ends():
+    world = FakeWorld(values={("world", "alarm"): True})
+    line = Line({"id": "a", "when": flag(), "priority": 2, "beat": "a"}, {"id": "b", "when": flag(), "beat": "b"},
+                world=world, cap=1)
+    line.step(by=60_000)
+    assert line.fired == ["a"] and line.records["b"]["deferred"] is True
+    world.values[("world", "alarm")] = False
+    line.step(by=60_000)
+    assert line.records["b"]["deferred"] is False
+    world.values[("world", "alarm")] = True
+    line.step(by=60_000)
+    assert line.fired == ["b"]  # a new edge, fired as any other

@@ -167,3 +167,11 @@ def test_a_narrator_only_variable_is_never_in_a_characters_view(defs):
 def test_a_definition_reads_back_from_its_record():
     definition = variables.parse_definition(DEBT)
     assert variables.parse_definition(definition.write()["data"]) == definition
+
+
+def test_value_of_reads_the_stored_value_else_the_default(defs):
+    values = {("mara", "debt"): 20}
+    assert variables.value_of(defs, values, "mara", "debt") == 20
+    assert variables.value_of(defs, values, "edrin", "debt") == 0
+    assert variables.value_of(defs, values, "mara", "valence", TEMPERAMENTS) == 0.4
+    assert variables.value_of(defs, values, "mara", "fame") is None
