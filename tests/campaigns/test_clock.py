@@ -219,3 +219,8 @@ def test_campaign_clock_settings_are_checked_with_every_reason():
         Settings(mode="lunar", time_zone="Nowhere/Here", round_seconds=0, max_skip_days=400).check()
     reason = str(refused.value)
     assert all(word in reason for word in ("lunar", "Nowhere/Here", "round_seconds", "max_skip_days"))
+
+
+def test_a_real_clock_cannot_start_at_a_worlds_starting_time():
+    with pytest.raises(Refused, match="follows the wall clock and cannot start"):
+        clock.start(REAL, created_ms=ms("2031-01-01T00:00"), starting_time="2031-03-14T08:00")
