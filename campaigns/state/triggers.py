@@ -455,7 +455,9 @@ def load_trigger(data, *, refs=None, tz="UTC", now_ms=0, cal=None, origin="world
     if beat:
         normal["beat"] = beat
     cue = None
-    if data.get("cue"):
+    if data.get("cue") and not isinstance(data["cue"], dict):
+        reasons.append("cue is an object {audience, text}")
+    elif data.get("cue"):
         cue = {"audience": _audience(data["cue"].get("audience", "everyone"), refs, reasons, "cue"),
                "text": " ".join(str(data["cue"].get("text") or "").split())[:MAX_TEXT]}
         if not cue["text"]:
@@ -543,7 +545,7 @@ def from_record(data):
     key = data.get("digest")
     trigger = _parsed.get(key) if key else None
     if trigger is None:
-        trigger = load_trigger(data["definition"], origin=data.get("origin", "world"))
+        trigger = load_trigger(data["definition"], origin=data.get("origin", "world"), cal=calendar.STORED)
         if len(_parsed) > 4096:
             _parsed.clear()
         _parsed[trigger.digest] = trigger

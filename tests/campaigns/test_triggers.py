@@ -358,3 +358,17 @@ def test_a_trigger_left_waiting_by_the_cap_stops_waiting_when_its_condition_ends
     world.values[("world", "alarm")] = True
     line.step(by=60_000)
     assert line.fired == ["b"]  # a new edge, fired as any other
+
+
+def test_a_stored_trigger_naming_a_festival_reads_back_and_matches_on_the_festival():
+    cal = calendar.load_calendar({"festivals": [{"name": "Harvest Fair", "rule": "the last Friday of October"}]})
+    fair = triggers.load_trigger({"id": "lanterns", "when": {"type": "time", "every": "20:00", "on": ["Harvest Fair"]},
+                                  "max_fires": 10, "beat": "Lanterns rise."}, tz=LISBON, cal=cal)
+    back, status = triggers.from_record(triggers.record(fair, Status())["data"])
+    on_the_day = Context(FakeWorld(), ms("2031-10-31T20:30"), ms("2031-10-31T19:00"), tz=LISBON, cal=cal)
+    the_day_before = Context(FakeWorld(), ms("2031-10-30T20:30"), ms("2031-10-30T19:00"), tz=LISBON, cal=cal)
+    assert [f.trigger.id for f in triggers.check([(back, status)], on_the_day, seed=SEED).firings] == ["lanterns"]
+    assert triggers.check([(back, status)], the_day_before, seed=SEED).firings == []
+    with pytest.raises(Refused, match="cannot read 'Harvest Fair'"):
+        triggers.load_trigger({"id": "x", "when": {"type": "time", "every": "20:00", "on": ["Harvest Fair"]},
+                               "beat": "b"}, tz=LISBON)  # without the calendar the name is unknown
