@@ -268,6 +268,8 @@ def change(item, *, defs, values, kind_of, temperaments=None):
         known = ", ".join(sorted(defs)) or "none"
         raise Refused(f"unknown variable {name!r}; the variables are {known}")
     obj = str(item.get("object") or (WORLD if definition.applies_to == {"world"} else "")).strip()
+    if not obj:
+        raise Refused(f"a change to {name} names no object (a character, item or place)")
     kind = WORLD if obj == WORLD else kind_of(obj)
     if kind is None:
         raise Refused(f"unknown object {obj!r} for {name}")

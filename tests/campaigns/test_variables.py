@@ -175,3 +175,8 @@ def test_value_of_reads_the_stored_value_else_the_default(defs):
     assert variables.value_of(defs, values, "edrin", "debt") == 0
     assert variables.value_of(defs, values, "mara", "valence", TEMPERAMENTS) == 0.4
     assert variables.value_of(defs, values, "mara", "fame") is None
+
+
+def test_a_change_naming_no_object_says_so(defs):
+    [(_, _, reason)] = apply(defs, {}, {"name": "debt", "to": 5})
+    assert reason == "a change to debt names no object (a character, item or place)"
