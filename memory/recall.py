@@ -93,6 +93,11 @@ DROP_BELOW = 0.05
 ALWAYS_KEPT_IMPORTANCE = 5
 CUE_RESTORE = 0.5
 
+# ▶ A query word held by more than half of the owner's memories is not searched
+# (its weight ln(2) or less; it is function words in practice).
+COMMON_TERM_SHARE = 0.5
+COMMON_TERM_MIN_ITEMS = 20  # below this, a shared word may still be the one that tells two memories apart
+
 KINDS = ("event", "perception", "belief")
 
 # Scripts written without spaces: Han (with its extensions and compatibility
@@ -214,22 +219,23 @@ def semantic_floor(model):
 
 
 def cue_scores(items, situation):
-    """Return each item's raw cue points (see PERSON_CUE …) as an array."""
-    people, place = situation.people, situation.location
-    shared = situation.tags | situation.terms
-    strengths = situation.strength
-    scores = np.zeros(len(items))
-    for i, item in enumerate(items):
-        score = 0.0
-        if not people.isdisjoint(item.people):
-            score += sum(PERSON_CUE + strengths.get(p, 0.0) for p in people & item.people)
-        if place and item.location == place:
-            score += PLACE_CUE
-        if item.tags and not shared.isdisjoint(item.tags):
-            score += TAG_CUE * len(shared & item.tags)
-        if item.items and not situation.items.isdisjoint(item.items):
-            score += ITEM_CUE * len(situation.items & item.items)
-        scores[i] = score
+    """Return each item's raw cue points (see PERSON_CUE …) as an array (``items``: a list or a Pool)."""
+    pool = items if isinstance(items, Pool) else Pool(items)
+    scores = np.zeros(len(pool.items))
+    for person in situation.people:
+        found = pool.by_person.get(person)
+        if found is not None:
+            scores[found] += PERSON_CUE + situation.strength.get(person, 0.0)
+    if situation.location and situation.location in pool.by_place:
+        scores[pool.by_place[situation.location]] += PLACE_CUE
+    for tag in situation.tags | situation.terms:
+        found = pool.by_tag.get(tag)
+        if found is not None:
+            scores[found] += TAG_CUE
+    for key in situation.items:
+        found = pool.by_item.get(key)
+        if found is not None:
+            scores[found] += ITEM_CUE
     return scores
 
 
@@ -335,32 +341,109 @@ def mmr(scores, similarity, k, *, diversity=DIVERSITY, allowed=lambda chosen, i:
 
     Also return each chosen index's penalty. ``similarity(i, j)`` compares two
     indices; ``allowed(chosen, i)`` may refuse a candidate given the chosen.
+    Ties go to the lower index.
     """
-    remaining = list(range(len(scores)))
+    scores = np.asarray(scores, dtype=np.float64)
+    open_ = np.ones(len(scores), dtype=bool)
+    best_similarity = np.zeros(len(scores))
     chosen, penalties = [], {}
-    best_similarity = dict.fromkeys(remaining, 0.0)
-    while remaining and len(chosen) < k:
-        pick = max(remaining, key=lambda i: (scores[i] - diversity * best_similarity[i], -i))
-        remaining.remove(pick)
+    while open_.any() and len(chosen) < k:
+        value = np.where(open_, scores - diversity * best_similarity, -np.inf)
+        pick = int(np.argmax(value))  # the first of equal values: the lower index
+        open_[pick] = False
         if not allowed(chosen, pick):
             continue
         chosen.append(pick)
-        penalties[pick] = diversity * best_similarity[pick]
-        for i in remaining:
+        penalties[pick] = float(diversity * best_similarity[pick])
+        for i in np.flatnonzero(open_).tolist():
             best_similarity[i] = max(best_similarity[i], similarity(i, pick))
     return chosen, penalties
 
 
-def shares(a, b):
-    """Return whether two items share a person, a tag or a place (association's link)."""
-    return (not a.people.isdisjoint(b.people) or not a.tags.isdisjoint(b.tags)
-            or bool(a.location and a.location == b.location))
+class Pool:
+    """One owner's items with what every recall of them needs, computed once.
+
+    The index caches a Pool per owner and line while the items stay the same,
+    so a recall over two thousand items does its per-item work in numpy: cue
+    lookups through inverted indices, fading and preselection as arrays.
+    """
+
+    def __init__(self, items):
+        self.items = items = list(items)
+        n = len(items)
+        self.by_slot = {item.slot: i for i, item in enumerate(items)}
+        self.row_of_id = {item.id: i for i, item in enumerate(items)}
+        self.folded_into = {}  # perception slot -> the beliefs it supports
+        for item in items:
+            if item.kind == "belief":
+                for slot in item.supports:
+                    self.folded_into.setdefault(slot, set()).add(item.slot)
+        levels = np.array([min(max(int(item.importance), 1), 5) for item in items], dtype=np.float64)
+        self.importance = (levels - 1) / 4 if n else np.zeros(0)
+        self.always_kept = levels >= ALWAYS_KEPT_IMPORTANCE
+        self.at_ms = np.array([np.nan if item.at_ms is None else item.at_ms for item in items], dtype=np.float64)
+        self.uses = np.array([item.uses for item in items], dtype=np.float64)
+        life = BASE_HALF_LIFE_DAYS * 2 ** (levels - 1)
+        life *= np.array([BELIEF_HALF_LIFE_FACTOR if item.kind == "belief" else 1.0 for item in items])
+        self.folded = np.array([item.slot in self.folded_into for item in items], dtype=bool)
+        life *= np.where(self.folded, FOLDED_FADE, 1.0)
+        self.base_life = life * np.array([jitter(item.slot) for item in items])
+        order = sorted(range(n), key=lambda i: _story_order(items[i]))
+        self.recency = np.zeros(n)
+        self.recency[order] = np.linspace(0.0, 1.0, n) if n > 1 else 1.0
+        self.by_person, self.by_tag, self.by_place, self.by_item = ({}, {}, {}, {})
+        for i, item in enumerate(items):
+            for person in item.people:
+                self.by_person.setdefault(person, []).append(i)
+            for tag in item.tags:
+                self.by_tag.setdefault(tag, []).append(i)
+            if item.location:
+                self.by_place.setdefault(item.location, []).append(i)
+            for key in item.items:
+                self.by_item.setdefault(key, []).append(i)
+        self.document_frequency = {}  # term -> how many items hold it
+        for item in items:
+            for term in item.terms:
+                self.document_frequency[term] = self.document_frequency.get(term, 0) + 1
+        for index in (self.by_person, self.by_tag, self.by_place, self.by_item):
+            for key, found in index.items():
+                index[key] = np.array(found, dtype=np.int64)
+
+    def __len__(self):
+        return len(self.items)
+
+    def searchable(self, query_terms):
+        """Return the query terms worth a full-text search: held by some item, and by at most half of them.
+
+        A term no item holds cannot match; one in most of them says nothing
+        about which (and its long posting list is most of a search's cost).
+        """
+        n = len(self.items)
+        limit = n if n < COMMON_TERM_MIN_ITEMS else COMMON_TERM_SHARE * n
+        return [term for term in query_terms if 0 < self.document_frequency.get(term, 0) <= limit]
+
+    def retention(self, now_ms, *, flaky=True, uses=None):
+        """Return (retention, half-life in days or NaN) of every item; ``uses`` maps slot -> earlier recalls."""
+        n = len(self.items)
+        if not flaky or now_ms is None:
+            return np.ones(n), np.full(n, np.nan)
+        counts = self.uses
+        if uses:
+            counts = counts.copy()
+            for slot, count in uses.items():
+                if slot in self.by_slot:
+                    counts[self.by_slot[slot]] = count
+        life = self.base_life * (1 + RECALL_EXTENSION * counts)
+        days = np.maximum(0.0, (now_ms - self.at_ms) / DAY_MS)
+        timed = ~np.isnan(self.at_ms)
+        value = np.where(timed, 0.5 ** (np.where(timed, days, 0.0) / life), 1.0)
+        return value, np.where(timed, life, np.nan)
 
 
 def rank(items, situation, *, now_ms=None, words=None, cosines=None, floor=None, model="", vectors=None,
          recall=RECALL, over_retrieve=OVER_RETRIEVE, diversity=DIVERSITY, associate=ASSOCIATE, flaky=True,
-         reranker=None, vector_note=""):
-    """Return the Recall of ``items`` (one owner's, on one line) for ``situation``.
+         reranker=None, vector_note="", uses=None):
+    """Return the Recall of ``items`` (one owner's, on one line; a list or a Pool) for ``situation``.
 
     ``words`` maps item id to the words channel's raw score (−bm25, larger is
     better) or is None when that search did not run; ``cosines`` is aligned with
@@ -369,6 +452,8 @@ def rank(items, situation, *, now_ms=None, words=None, cosines=None, floor=None,
     for diversity. ``now_ms`` is the story clock (None: not started, nothing
     fades). ``reranker(query, documents)`` returns a score 0..1 per document.
     """
+    pool = items if isinstance(items, Pool) else Pool(items)
+    items = pool.items
     n = len(items)
     report = {
         "channels": {
@@ -386,10 +471,15 @@ def rank(items, situation, *, now_ms=None, words=None, cosines=None, floor=None,
                                                  "so its similarities are not trusted; no semantic search")
     if not n:
         return Recall([], report)
-    cue = normalised(cue_scores(items, situation)) if situation.cued else None
+    cue = normalised(cue_scores(pool, situation)) if situation.cued else None
     word = None
     if words is not None:
-        word = normalised([words.get(item.id, 0.0) for item in items])
+        word = np.zeros(n)
+        for pk, score in words.items():
+            i = pool.row_of_id.get(pk)
+            if i is not None:
+                word[i] = score
+        word = normalised(word)
     vec = None
     if cosines is not None and floor is not None:
         vec = vector_scores(cosines, floor)
@@ -398,29 +488,16 @@ def rank(items, situation, *, now_ms=None, words=None, cosines=None, floor=None,
     if fused is None:
         fused = np.zeros(n)
 
-    folded_into = {}  # perception slot -> the beliefs it supports
-    for item in items:
-        if item.kind == "belief":
-            for slot in item.supports:
-                folded_into.setdefault(slot, set()).add(item.slot)
-    importance = np.array([(min(max(item.importance, 1), 5) - 1) / 4 for item in items])
-    order = sorted(range(n), key=lambda i: _story_order(items[i]))
-    recency = np.zeros(n)
-    recency[order] = np.linspace(0.0, 1.0, n) if n > 1 else 1.0
-    kept_retention = np.ones(n)
-    lives = [None] * n
-    kept = []
-    for i, item in enumerate(items):
-        value, lives[i] = retention(item, now_ms, flaky=flaky, folded=item.slot in folded_into)
-        kept_retention[i] = value
-        if faded(item, value):
-            report["faded"] += 1
-        else:
-            kept.append(i)
+    folded_into = pool.folded_into
+    importance, recency = pool.importance, pool.recency
+    kept_retention, lives = pool.retention(now_ms, flaky=flaky, uses=uses)
+    dropped = (kept_retention < DROP_BELOW) & ~pool.always_kept
+    report["faded"] = int(dropped.sum())
+    kept = np.flatnonzero(~dropped)
 
     pre = RELEVANCE_WEIGHT * fused + IMPORTANCE_WEIGHT * importance + RECENCY_WEIGHT * recency
     limit = report["candidate_limit"]
-    candidates = sorted(kept, key=lambda i: (-pre[i], i))[:limit]
+    candidates = kept[np.lexsort((kept, -pre[kept]))][:limit].tolist()
     report["candidates"] = len(candidates)
 
     rerank_scores, note = rerank(reranker, situation.text, [items[i].text for i in candidates])
@@ -457,12 +534,23 @@ def rank(items, situation, *, now_ms=None, words=None, cosines=None, floor=None,
         chosen_slots = {item.slot for item in chosen_items}
         blocked = {slot for item in chosen_items for slot in item.supports}
         hit_items = [items[candidates[c]] for c in hits]
-        pool = [i for i in kept if items[i].slot not in chosen_slots and items[i].slot not in blocked
-                and items[i].importance >= ASSOCIATE_MIN_IMPORTANCE
-                and not any(belief in chosen_slots for belief in folded_into.get(items[i].slot, ()))
-                and any(shares(hit, items[i]) for hit in hit_items)]
-        associated = sorted(pool, key=lambda i: (-(IMPORTANCE_WEIGHT * importance[i] + RECENCY_WEIGHT * recency[i])
-                                                 * kept_retention[i], i))[:associate]
+        reached = np.zeros(n, dtype=bool)  # shares a person, a tag or a place with a hit
+        for index, keys in ((pool.by_person, [p for hit in hit_items for p in hit.people]),
+                            (pool.by_tag, [t for hit in hit_items for t in hit.tags]),
+                            (pool.by_place, [hit.location for hit in hit_items if hit.location])):
+            for key in set(keys):
+                if key in index:
+                    reached[index[key]] = True
+        reached &= ~dropped & (pool.importance >= (ASSOCIATE_MIN_IMPORTANCE - 1) / 4)
+        found = np.flatnonzero(reached)
+        strength_of = (IMPORTANCE_WEIGHT * importance[found] + RECENCY_WEIGHT * recency[found]) * kept_retention[found]
+        for i in found[np.lexsort((found, -strength_of))].tolist():
+            slot = items[i].slot
+            if slot in chosen_slots or slot in blocked or any(b in chosen_slots for b in folded_into.get(slot, ())):
+                continue
+            associated.append(i)
+            if len(associated) == associate:
+                break
 
     memories = [(_story_order(items[candidates[c]]),
                  _recalled(items[candidates[c]], effective[c], flaky, now_ms, score[c], kept_retention[candidates[c]],

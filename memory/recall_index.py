@@ -35,7 +35,7 @@ from .recall import (
     OVER_RETRIEVE,
     RECALL,
     Item,
-    Situation,
+    Pool,
     bigrams,
     rank,
     semantic_floor,
@@ -200,12 +200,24 @@ def eligible(campaign_id, path, owner):
 
 def items_at(campaign_id, path, owner):
     """Return the owner's recallable Items on ``path``: per slot the deepest row, unless it ends the slot."""
+    return pool_at(campaign_id, path, owner).items
+
+
+def pool_at(campaign_id, path, owner):
+    """Return the ``recall.Pool`` of the owner's recallable items on ``path`` (cached while the rows stay the same)."""
     query = eligible(campaign_id, path, owner).order_by().values_list("id", "slot", "depth", "revision",
                                                                       "retracted")
     sql, params = query.query.sql_with_params()
     with connection.cursor() as cursor:
         cursor.execute(sql, params)
         rows = cursor.fetchall()
+    # The same rows turn after turn until a record is indexed or the head moves: comparing them (one
+    # C-level pass) is far cheaper than building two thousand items and their arrays again.
+    key = (campaign_id, owner)
+    with _lock:
+        last = _pools.get(key)
+    if last is not None and last[0] == rows:
+        return last[1]
     deepest = {}
     for pk, slot, depth, revision, retracted in rows:
         held = deepest.get(slot)
@@ -222,15 +234,28 @@ def items_at(campaign_id, path, owner):
             found[row["id"]] = (row["revision"], _item(row))
         with _lock:
             _items.update(found)
-    uses = _uses(campaign_id, path, owner)
     with _lock:
-        items = [_items[pk][1] for pk, _ in wanted if pk in _items]
-    return [item._replace(uses=uses[item.slot]) if item.slot in uses else item for item in items]
+        pool = Pool([_items[pk][1] for pk, _ in wanted if pk in _items])
+        _pools[key] = (rows, pool)
+    return pool
 
 
-def search_words(campaign_id, owner, text):
-    """Return ``{row id: −bm25}`` for the owner's rows matching the words of ``text`` (any line: filter after)."""
-    query_terms = sorted(terms(text), key=text.lower().find)[:MAX_QUERY_TERMS]
+def uses_at(campaign_id, path, owner):
+    """Return ``{slot: earlier recalls}`` of the owner on ``path``."""
+    rows = (RecallUse.objects.filter(path.clause(), campaign_id=campaign_id, owner=owner).order_by()
+            .values_list("slot").annotate(n=Count("*")))
+    return dict(rows)
+
+
+def search_words(campaign_id, owner, text, *, pool=None):
+    """Return ``{row id: −bm25}`` for the owner's rows matching the words of ``text`` (any line: filter after).
+
+    With the owner's ``pool``, only the words it makes worth searching are sent (``Pool.searchable``).
+    """
+    query_terms = sorted(terms(text), key=text.lower().find)
+    if pool is not None:
+        query_terms = pool.searchable(query_terms)
+    query_terms = query_terms[:MAX_QUERY_TERMS]
     if not query_terms:
         return {}
     expression = f'scope:"{scope_token(campaign_id, owner)}" AND (' + " OR ".join(
@@ -250,11 +275,11 @@ def recall(path, campaign, owner, situation, now_ms, *, vector=None, model="", r
     only); ``now_ms`` the story clock (None: nothing fades). Read-only, no model call.
     """
     campaign_id = getattr(campaign, "pk", campaign)
-    items = items_at(campaign_id, path, owner)
-    ids = {item.id for item in items}
+    pool = pool_at(campaign_id, path, owner)
+    items = pool.items
     words = None
     if situation.terms:
-        words = {pk: score for pk, score in search_words(campaign_id, owner, situation.text).items() if pk in ids}
+        words = search_words(campaign_id, owner, situation.text, pool=pool)  # rank keeps those in the pool
     cosines = vectors = floor = None
     note = ""
     if vector is None:
@@ -275,9 +300,10 @@ def recall(path, campaign, owner, situation, now_ms, *, vector=None, model="", r
                 vectors = (matrix, rows)
             else:
                 floor, note = None, f"none of these memories has a {model} vector yet; words and cues only"
-    return rank(items, situation, now_ms=now_ms, words=words, cosines=cosines, floor=floor, model=model,
+    return rank(pool, situation, now_ms=now_ms, words=words, cosines=cosines, floor=floor, model=model,
                 vectors=vectors, recall=recall, over_retrieve=over_retrieve, diversity=diversity,
-                associate=associate, flaky=flaky, reranker=reranker, vector_note=note)
+                associate=associate, flaky=flaky, reranker=reranker, vector_note=note,
+                uses=uses_at(campaign_id, path, owner))
 
 
 def record_use(campaign_id, anchor, owner, slots):
@@ -334,6 +360,7 @@ def forget_caches():
     """Empty the in-process caches (tests; ids are reused after a rollback)."""
     with _lock:
         _items.clear()
+        _pools.clear()
         _matrices.clear()
 
 
@@ -365,15 +392,11 @@ def _perception_parts(slot):
     return f"event:{event_id}", owner
 
 
-def _uses(campaign_id, path, owner):
-    rows = (RecallUse.objects.filter(path.clause(), campaign_id=campaign_id, owner=owner).order_by()
-            .values_list("slot").annotate(n=Count("*")))
-    return dict(rows)
-
-
 # Each row's Item by id, with the revision it was read at: a row changes only
 # through ``index``, which counts a revision.
 _items = {}
+# Each (campaign, owner)'s last eligible rows and the Pool built from them.
+_pools = {}
 # Each (campaign, owner, model)'s unit-vector matrix, stamped by (count, newest):
 # a vector is only ever added (with its time) or deleted, so the pair says when
 # it is stale, through an index that never reads a vector.

@@ -32,6 +32,8 @@ from typing import NamedTuple
 # item is not where it thought, and not where it is.
 UNKNOWN = None
 
+_MISSING = object()
+
 # Deeper holding chains are a world error (lint's), not a reason to loop.
 MAX_CHAIN = 32
 
@@ -102,9 +104,9 @@ class Tell:
 
 
 class _Record(NamedTuple):
-    """One moment of shared knowledge about an item: each witness now thinks each subject believes ``holder``."""
+    """One moment of shared knowledge: each witness now thinks each subject believes where ``items`` are."""
 
-    holder: str | None
+    items: dict  # item -> holder (None: whereabouts unknown)
     witnesses: frozenset
     subjects: frozenset
 
@@ -119,9 +121,10 @@ class Minds:
         self._at = {}  # place -> characters there
         self._hidden = set()
         self._closed = set()
+        self._views = {}  # place -> (items visible there, holders looked into), until something there changes
         self._believes = {}  # character -> {item: holder}
         self._believed_in = {}  # character -> {holder: items it believes that holder holds}
-        self._records = {}  # item -> [_Record] in order
+        self._witnessed = {}  # character -> [_Record] it witnessed, in order
 
     # What callers read
 
@@ -132,11 +135,10 @@ class Minds:
     def believes_about(self, who, other):
         """Return ``{item: holder}``: where ``who`` thinks ``other`` believes each item is."""
         found = {}
-        for item, records in self._records.items():
-            for record in reversed(records):
-                if who in record.witnesses and other in record.subjects:
-                    found[item] = record.holder
-                    break
+        for record in reversed(self._witnessed.get(who, ())):
+            if other in record.subjects:
+                for item, holder in record.items.items():
+                    found.setdefault(item, holder)
         return found
 
     def truth(self):
@@ -166,16 +168,14 @@ class Minds:
         """Return ``{who: {"believes": {...}, "believes_about": {other: {...}}}}`` (story state's shape)."""
         characters = self.characters() if characters is None else characters
         about = {who: {} for who in characters}
-        for item, records in self._records.items():
-            for record in records:  # later records overwrite earlier ones
-                for who in record.witnesses:
-                    if who not in about:
-                        continue
-                    for other in record.subjects:
-                        if other != who:
-                            about[who].setdefault(other, {})[item] = record.holder
+        for who in characters:
+            for record in self._witnessed.get(who, ()):  # later records overwrite earlier ones
+                for other in record.subjects:
+                    if other != who:
+                        about[who].setdefault(other, {}).update(record.items)
         return {who: {"believes": self.believes(who),
-                      "believes_about": {other: dict(sorted(items.items())) for other, items in sorted(about[who].items())}}
+                      "believes_about": {other: dict(sorted(items.items()))
+                                         for other, items in sorted(about[who].items())}}
                 for who in characters}
 
     # Applying steps
@@ -199,6 +199,7 @@ class Minds:
         self._look({step.who}, present | {step.who}, [step.to, *present])
 
     def _change(self, step):
+        self._views.pop(self.place_of(step.item), None)
         old = self.holder.get(step.item)
         if old is not None:
             self._held.get(old, set()).discard(step.item)
@@ -208,6 +209,7 @@ class Minds:
             self._hidden.add(step.item)
         else:
             self._hidden.discard(step.item)
+        self._views.pop(self.place_of(step.item), None)
         place = step.place or self.position.get(step.actor) or self.place_of(step.item)
         if step.hidden or self._concealed(step.item):
             seen_by = {step.actor} if step.actor else set()
@@ -216,6 +218,7 @@ class Minds:
         self._record(step.item, step.to, seen_by, seen_by, seen_by)
 
     def _container(self, step):
+        self._views.pop(self.place_of(step.item), None)
         if step.open:
             self._closed.discard(step.item)
             place = self.place_of(step.item)
@@ -226,6 +229,7 @@ class Minds:
             self._closed.add(step.item)
 
     def _reveal(self, step):
+        self._views.pop(self.place_of(step.item), None)
         self._hidden.discard(step.item)
         present = set(self._at.get(self.place_of(step.item), ()))
         if not self._concealed(step.item):
@@ -266,9 +270,30 @@ class Minds:
         return True
 
     def _visible(self, roots):
-        """Return (the items visible from ``roots`` — places, characters, open containers —, the holders looked into)."""
+        """Return (the items visible from ``roots``, the holders looked into).
+
+        A root is a place, a character or a container. A place's own view is kept until something there changes: arrivals far
+        outnumber changes, and each would otherwise walk every item in the room.
+        """
+        views = []
+        for root in roots:
+            view = self._views.get(root)
+            if view is None:
+                view = self._walk(root)
+                if root not in self.position and root not in self.holder:  # a place
+                    self._views[root] = view
+            views.append(view)
+        if len(views) == 1:
+            return views[0]
+        seen, looked = dict(views[0][0]), set(views[0][1])
+        for more_seen, more_looked in views[1:]:
+            seen.update(more_seen)
+            looked |= more_looked
+        return seen, looked
+
+    def _walk(self, root):
         seen, looked = {}, set()
-        stack = list(roots)
+        stack = [root]
         while stack:
             holder = stack.pop()
             if holder in looked or holder in self._closed or holder in self._hidden:
@@ -287,28 +312,43 @@ class Minds:
         and finds it is not there, no longer knows where it is.
         """
         seen, looked = self._visible(roots)
-        witnesses = frozenset(witnesses)
-        for item, holder in seen.items():
-            self._record(item, holder, lookers, witnesses, witnesses)
         for who in lookers:
             believed_in = self._believed_in.get(who, {})
             gone = [item for holder in looked for item in believed_in.get(holder, ())
                     if item not in seen and self.holder.get(item) != holder]
-            for item in gone:
-                self._record(item, UNKNOWN, {who}, witnesses, {who})
+            self._believe(who, seen)
+            if gone:
+                self._believe(who, dict.fromkeys(gone, UNKNOWN))
+                self._share(dict.fromkeys(gone, UNKNOWN), witnesses, {who})
+        self._share(seen, witnesses, witnesses)
 
     def _record(self, item, holder, believers, witnesses, subjects):
         for who in believers:
-            believes = self._believes.setdefault(who, {})
-            believed_in = self._believed_in.setdefault(who, {})
+            self._believe(who, {item: holder})
+        self._share({item: holder}, witnesses, subjects)
+
+    def _believe(self, who, items):
+        """``who`` now believes each of ``items`` (item -> holder) is where it says."""
+        believes = self._believes.setdefault(who, {})
+        changed = {item: holder for item, holder in items.items() if believes.get(item, _MISSING) != holder}
+        if not changed:
+            return
+        believed_in = self._believed_in.setdefault(who, {})
+        for item, holder in changed.items():
             old = believes.get(item)
             if old is not None:
                 believed_in[old].discard(item)
-            believes[item] = holder
             if holder is not None:
                 believed_in.setdefault(holder, set()).add(item)
-        if witnesses and subjects:
-            self._records.setdefault(item, []).append(_Record(holder, frozenset(witnesses), frozenset(subjects)))
+        believes.update(changed)
+
+    def _share(self, items, witnesses, subjects):
+        """Each witness now thinks each subject believes ``items``; nothing to keep when one alone saw it."""
+        if not items or not subjects or (len(witnesses) == 1 and witnesses == subjects):
+            return
+        record = _Record(items, frozenset(witnesses), frozenset(subjects))
+        for who in record.witnesses:
+            self._witnessed.setdefault(who, []).append(record)
 
 
 _HANDLERS = {

@@ -310,7 +310,8 @@ def test_the_half_life_doubles_per_importance_and_is_four_times_longer_for_a_bel
 
 def test_importance_two_after_thirty_days_and_a_folded_perception_after_twelve():
     memory = item(1, "x", importance=2)
-    assert recall.retention(memory, START + 30 * DAY)[0] == pytest.approx(0.5 ** (30 / (12 * recall.jitter(memory.slot))))
+    expected = 0.5 ** (30 / (12 * recall.jitter(memory.slot)))
+    assert recall.retention(memory, START + 30 * DAY)[0] == pytest.approx(expected)
     folded = item(2, "y", importance=3)
     value, life = recall.retention(folded, START + 12 * DAY, folded=True)
     assert life == pytest.approx(12 * recall.jitter(folded.slot)) and 0.48 < value < 0.52
@@ -398,3 +399,28 @@ def test_no_memories_no_recall():
     result = recall.rank([], recall.Situation("x"), words={})
     assert result.memories == [] and result.report["considered"] == 0
     assert math.isclose(recall.normalised([0, 0]).sum(), 0)
+
+
+# The Pool: what the index caches per owner gives the same answers as the rules one item at a time
+
+
+def test_the_pools_fading_is_the_rule_applied_to_each_item():
+    items = [item(pk, f"memory {pk}", kind="belief" if pk % 4 == 0 else "perception", importance=1 + pk % 5,
+                  at_ms=None if pk % 7 == 0 else START + pk * DAY, uses=pk % 3,
+                  slot=f"perception:e{pk}:mara" if pk % 4 else f"belief:mara:{pk}",
+                  supports={"perception:e5:mara"} if pk == 8 else ())
+             for pk in range(1, 40)]
+    pool = recall.Pool(items)
+    values, lives = pool.retention(START + 50 * DAY)
+    for i, memory in enumerate(items):
+        value, life = recall.retention(memory, START + 50 * DAY, folded=memory.slot == "perception:e5:mara")
+        assert values[i] == pytest.approx(value)
+        assert (life is None and np.isnan(lives[i])) or lives[i] == pytest.approx(life)
+
+
+def test_the_pool_searches_only_words_its_items_hold_and_not_the_commonest():
+    items = [item(pk, f"the lantern story number {pk}" + (" teapot" if pk == 3 else "")) for pk in range(1, 31)]
+    pool = recall.Pool(items)
+    assert pool.searchable(["lantern", "teapot", "dragon"]) == ["teapot"]
+    few = recall.Pool(items[:5])  # too few to call any word common
+    assert few.searchable(["lantern", "teapot", "dragon"]) == ["lantern", "teapot"]

@@ -74,7 +74,8 @@ def texts(result):
 
 def test_teapot_recalls_each_characters_own_version(kitchen):
     assert texts(at_head(kitchen, "mara", "the teapot")) == ["I hid the key in the teapot where nobody looks"]
-    assert texts(at_head(kitchen, "edrin", "the teapot")) == ["Someone hid something in the kitchen, by the teapot clink"]
+    assert texts(at_head(kitchen, "edrin", "the teapot")) == [
+        "Someone hid something in the kitchen, by the teapot clink"]
     assert texts(at_head(kitchen, "aldric", "the teapot")) == ["Mara hid a knife in the teapot"]
     assert texts(at_head(kitchen, "tom", "the teapot")) == []
     assert texts(at_head(kitchen, "", "teapot")) == ["Mara hid the key in the teapot"]  # the game master's event
@@ -182,7 +183,8 @@ def test_a_perception_on_an_abandoned_branch_is_never_recalled_and_returns_with_
     act(campaign, "Mara hides the key")
     abandoned = campaign.head_branch
     recall_index.index(campaign.pk, [recall_index.Entry(
-        "perception:e2:mara", "perception", "mara", "I hid the key in the teapot", (abandoned.pk, campaign.head_depth))])
+        "perception:e2:mara", "perception", "mara", "I hid the key in the teapot",
+        (abandoned.pk, campaign.head_depth))])
     assert texts(at_head(campaign, "mara", "teapot")) == ["I hid the key in the teapot"]
     story.undo(campaign)
     act(campaign, "Mara walks to the yard instead")
@@ -228,7 +230,8 @@ def test_repeated_recall_on_the_line_lengthens_the_half_life(kitchen):
 def test_a_cjk_word_finds_its_sentence_through_the_pairs_and_unicode61_alone_misses_it(campaign):
     act(campaign, "x")
     recall_index.index(campaign.pk, [recall_index.Entry(
-        "perception:e3:mara", "perception", "mara", "她把钥匙藏在茶壶里", (campaign.head_branch_id, campaign.head_depth))])
+        "perception:e3:mara", "perception", "mara", "她把钥匙藏在茶壶里",
+        (campaign.head_branch_id, campaign.head_depth))])
     [pk] = RecallItem.objects.values_list("id", flat=True)
     assert list(recall_index.search_words(campaign.pk, "mara", "茶壶")) == [pk]
     assert texts(at_head(campaign, "mara", "茶壶在哪")) == ["她把钥匙藏在茶壶里"]
