@@ -3,7 +3,7 @@ from django.contrib.auth import get_user_model
 
 from campaigns import story
 from campaigns.models import Campaign, CanonRule
-from memory import checkpoints
+from memory import checkpoints, recall_index
 from storyteller import postturn
 
 pytest_plugins = ["tests.fake_ollama"]
@@ -65,3 +65,9 @@ async def narrator_server(fake_ollama, settings):
 def _fresh_checkpoint_checks():
     """Start each test with no remembered source-hash checks: ids are reused after a test's rollback."""
     checkpoints.forget_checks()
+
+
+@pytest.fixture(autouse=True)
+def _fresh_recall_caches():
+    """Start each test with no cached recall items or matrices: ids are reused after a test's rollback."""
+    recall_index.forget_caches()

@@ -32,11 +32,6 @@ class Rec(NamedTuple):
     retracted: bool = False
 
 
-@pytest.fixture(autouse=True)
-def _fresh_caches():
-    recall_index.forget_caches()
-
-
 @pytest.fixture
 def kitchen(campaign):
     act(campaign, "Mara slips into the kitchen")
@@ -319,3 +314,21 @@ def test_rebuilding_the_index_changes_nothing_a_character_recalls(kitchen):
         Rec("perception:e1:edrin", "perception", "Someone hid something in the kitchen, by the teapot clink",
             {"gist": "someone hid something"}, branch, depth)]))
     assert texts(at_head(kitchen, "edrin", "teapot")) == before
+
+
+def test_an_invalid_entry_stores_none_of_its_batch(campaign):
+    anchor = (campaign.head_branch_id, 0)
+    good = recall_index.Entry("event:e1", "event", "", "The bell rang", anchor)
+    with pytest.raises(recall_index.InvalidEntry):
+        recall_index.index(campaign.pk, [good, recall_index.Entry("event:e2", "event", "", "", anchor)])
+    assert not RecallItem.objects.exists()
+
+
+def test_a_large_batch_is_indexed_in_parts(campaign):
+    anchor = (campaign.head_branch_id, 0)
+    entries = [recall_index.Entry(f"event:e{i}", "event", "", f"The bell rang {i} times", anchor)
+               for i in range(2_000)]
+    assert recall_index.index(campaign.pk, entries) == (2_000, 0)
+    assert recall_index.index(campaign.pk, entries) == (0, 0)
+    ids = list(RecallItem.objects.values_list("id", flat=True))
+    assert recall_index.store_vectors(campaign.pk, "nomic-embed-text", [(pk, np.ones(4)) for pk in ids]) == (2_000, "")
