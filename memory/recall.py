@@ -23,14 +23,15 @@ beliefs (or the game master's events, owner ""):
 The result comes in story order, each item in the wording its retention
 leaves it (exact, or its gist), with a report of every score. Nothing here
 reads the database or calls a model: the index (``memory.recall_index``)
-passes in the items, the words channel's scores and the cosines, and a
-reranker is any callable.
+passes in the owner's items (as a ``Pool``, which it caches), the words
+channel's scores and the cosines, and a reranker is any callable.
 """
 
 import math
 import re
 import zlib
 from dataclasses import dataclass, field
+from functools import cached_property
 from typing import NamedTuple
 
 import numpy as np
@@ -122,7 +123,7 @@ class Item(NamedTuple):
     items: frozenset  # item keys
     at_ms: int | None  # story time (a perception's is its event's); None before the clock started
     depth: int  # the record's depth on the line
-    terms: frozenset  # terms(text + gist + keywords), for diversity
+    terms: frozenset  # terms(text + gist): for diversity and the words worth searching
     uses: int = 0  # earlier recalls on this line
     supports: frozenset = frozenset()  # a belief's supporting perceptions (slots)
     contradicts: frozenset = frozenset()  # a belief's contradicting perceptions (slots)
@@ -139,7 +140,7 @@ class Situation:
     tags: frozenset = frozenset()
     items: frozenset = frozenset()  # item keys present or named
 
-    @property
+    @cached_property
     def terms(self):
         return terms(self.text)
 

@@ -155,17 +155,20 @@ def rebuild(campaign_id, entries):
     return created
 
 
-def entries_from_records(records):
+def entries_from_records(records, *, context=()):
     """Return the Entries of ``records`` — StateRecord-like values of kinds event, perception and belief.
 
     Each record has ``slot, kind, value, data, branch_id, depth, retracted``
     (see docs/minds.md for the data). A perception takes its event's
     importance, time, place, people, tags and items; a belief its evidence's
-    highest importance. Accuracy is never carried over. Other kinds are skipped.
+    highest importance: those events and perceptions are looked up among
+    ``records`` and ``context`` (records on the line, not indexed again).
+    Accuracy is never carried over. Other kinds are skipped.
     """
     records = list(records)
-    events = {r.slot: r for r in records if r.kind == "event"}
-    perceptions = {r.slot: r for r in records if r.kind == "perception"}
+    known = [*context, *records]  # a record of this batch wins over an older one of the same slot
+    events = {r.slot: r for r in known if r.kind == "event"}
+    perceptions = {r.slot: r for r in known if r.kind == "perception"}
     entries = []
     for record in records:
         data = record.data or {}

@@ -332,3 +332,13 @@ def test_a_large_batch_is_indexed_in_parts(campaign):
     assert recall_index.index(campaign.pk, entries) == (0, 0)
     ids = list(RecallItem.objects.values_list("id", flat=True))
     assert recall_index.store_vectors(campaign.pk, "nomic-embed-text", [(pk, np.ones(4)) for pk in ids]) == (2_000, "")
+
+
+def test_a_later_perception_of_an_old_event_takes_the_events_values_from_the_line(kitchen):
+    kitchen.refresh_from_db()
+    branch, depth = kitchen.head_branch_id, kitchen.head_depth
+    event = Rec("event:e1", "event", "Mara hid the key in the teapot", {"importance": 4, "at_ms": 10 * DAY,
+                                                                         "location": "kitchen"}, branch, depth)
+    later = Rec("perception:e1:tom", "perception", "Tom heard Mara hid something", {"mode": "told"}, branch, depth)
+    [entry] = recall_index.entries_from_records([later], context=[event])
+    assert (entry.importance, entry.at_ms, entry.location, entry.owner) == (4, 10 * DAY, "kitchen", "tom")
