@@ -25,7 +25,7 @@ from dataclasses import dataclass
 
 import numpy as np
 from django.db import connection, transaction
-from django.db.models import Count, Max
+from django.db.models import Count, Max, Sum
 from django.utils import timezone
 
 from .ranking import semantic_scores
@@ -217,19 +217,21 @@ def items_at(campaign_id, path, owner):
 
 def pool_at(campaign_id, path, owner):
     """Return the ``recall.Pool`` of the owner's recallable items on ``path`` (cached while the rows stay the same)."""
-    query = eligible(campaign_id, path, owner).order_by().values_list("id", "slot", "depth", "revision",
-                                                                      "retracted")
+    rows = eligible(campaign_id, path, owner).order_by()
+    # Rows are only added (a higher id) or rewritten by ``index`` (a higher revision) or all dropped by
+    # ``rebuild``: (count, newest id, revisions) over the covering index says when the pool is stale,
+    # where reading two thousand rows into Python to compare them cost as much as the rest of a recall.
+    stamp = tuple(rows.aggregate(n=Count("*"), newest=Max("id"), revisions=Sum("revision")).values())
+    key = (campaign_id, owner)
+    with _lock:
+        last = _pools.get(key)
+    if last is not None and last[0][1] == stamp and _grew(last[0][0], path.segments):
+        return last[1]
+    query = rows.values_list("id", "slot", "depth", "revision", "retracted")
     sql, params = query.query.sql_with_params()
     with connection.cursor() as cursor:
         cursor.execute(sql, params)
         rows = cursor.fetchall()
-    # The same rows turn after turn until a record is indexed or the head moves: comparing them (one
-    # C-level pass) is far cheaper than building two thousand items and their arrays again.
-    key = (campaign_id, owner)
-    with _lock:
-        last = _pools.get(key)
-    if last is not None and last[0] == rows:
-        return last[1]
     deepest = {}
     for pk, slot, depth, revision, retracted in rows:
         held = deepest.get(slot)
@@ -248,8 +250,21 @@ def pool_at(campaign_id, path, owner):
             _items.update(found)
     with _lock:
         pool = Pool([_items[pk][1] for pk, _ in wanted if pk in _items])
-        _pools[key] = (rows, pool)
+        _pools[key] = ((path.segments, stamp), pool)
     return pool
+
+
+def _grew(before, after):
+    """Return whether the line ``after`` is the line ``before`` or it continued at its head (segments of a Path).
+
+    With the same rows counted on both, such a line holds exactly the same rows.
+    """
+    if len(before) != len(after) or before[1:] != after[1:]:
+        return False
+    if not before:
+        return True
+    (old, new) = (before[0], after[0])
+    return old.branch_id == new.branch_id and old.low == new.low and new.high >= old.high
 
 
 def uses_at(campaign_id, path, owner):
@@ -430,7 +445,7 @@ def _perception_parts(slot):
 # Each row's Item by id, with the revision it was read at: a row changes only
 # through ``index``, which counts a revision.
 _items = {}
-# Each (campaign, owner)'s last eligible rows and the Pool built from them.
+# Each (campaign, owner)'s last line and row stamp, and the Pool built from them.
 _pools = {}
 # Each (campaign, owner, model)'s unit-vector matrix, stamped by (count, newest):
 # a vector is only ever added (with its time) or deleted, so the pair says when

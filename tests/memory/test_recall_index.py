@@ -342,3 +342,22 @@ def test_a_later_perception_of_an_old_event_takes_the_events_values_from_the_lin
     later = Rec("perception:e1:tom", "perception", "Tom heard Mara hid something", {"mode": "told"}, branch, depth)
     [entry] = recall_index.entries_from_records([later], context=[event])
     assert (entry.importance, entry.at_ms, entry.location, entry.owner) == (4, 10 * DAY, "kitchen", "tom")
+
+
+def test_the_cached_pool_follows_a_branch_switch_between_lines_with_as_many_rows(campaign):
+    act(campaign, "look around")
+    act(campaign, "Mara hides the key")
+    first = campaign.head_branch
+    recall_index.index(campaign.pk, [recall_index.Entry(
+        "perception:e2:mara", "perception", "mara", "I hid the key in the teapot", (first.pk, campaign.head_depth))])
+    assert texts(at_head(campaign, "mara", "key")) == ["I hid the key in the teapot"]
+    story.undo(campaign)
+    act(campaign, "Mara hides the key elsewhere")
+    recall_index.index(campaign.pk, [recall_index.Entry(
+        "perception:e2:mara", "perception", "mara", "I hid the key under the mat",
+        (campaign.head_branch_id, campaign.head_depth))])
+    assert texts(at_head(campaign, "mara", "key")) == ["I hid the key under the mat"]
+    story.switch_branch(campaign, first)
+    assert texts(at_head(campaign, "mara", "key")) == ["I hid the key in the teapot"]
+    act(campaign, "time passes")  # the line grows: the same rows, the same pool
+    assert texts(at_head(campaign, "mara", "key")) == ["I hid the key in the teapot"]
