@@ -194,3 +194,109 @@ class CheckpointRun(models.Model):
 
     def __str__(self):
         return f"checkpoint run for node {self.node_id}: {self.status}"
+
+
+class RecallItem(models.Model):
+    """One event, perception or belief as per-character recall searches it (seed 002 搜索索引与向量).
+
+    Derived from the record the typed event pipeline wrote (one row per
+    record: a correction at a later depth is a new row, and the deepest row of
+    a slot on the line wins, as in the state fold), so the whole table can be
+    deleted and rebuilt from the records. Anchored ``(branch, depth)`` like the
+    record and read only through ``Path.clause``. ``owner`` is the character
+    whose perception or belief it is, "" for an event (the game master's).
+    Accuracy labels are never stored here: nothing a character recalls can
+    carry one. ``memory_recallitem_fts`` indexes text, gist, keywords, the CJK
+    pairs and ``scope`` (one token naming campaign and owner, so a search
+    never leaves one character's memories).
+    """
+
+    class Kind(models.TextChoices):
+        EVENT = "event", "Event"
+        PERCEPTION = "perception", "Perception"
+        BELIEF = "belief", "Belief"
+
+    campaign = models.ForeignKey(Campaign, on_delete=models.CASCADE, related_name="+")
+    branch = models.ForeignKey(Branch, on_delete=models.RESTRICT, related_name="+")
+    depth = models.PositiveIntegerField(help_text="The depth of the record it was made from (its anchor).")
+    slot = models.CharField(max_length=200, help_text="The record's slot: event:<id>, perception:<event>:<who>, "
+                                                      "belief:<who>:<id>.")
+    owner = models.CharField(max_length=200, blank=True, help_text="The character's key; empty for an event.")
+    kind = models.CharField(max_length=12, choices=Kind.choices)
+    text = models.TextField(blank=True)
+    gist = models.TextField(blank=True, help_text="What is left once the wording has faded.")
+    importance = models.PositiveSmallIntegerField(default=1)
+    people = models.JSONField(default=list, blank=True)
+    tags = models.JSONField(default=list, blank=True)
+    location = models.CharField(max_length=200, blank=True)
+    items = models.JSONField(default=list, blank=True)
+    supports = models.JSONField(default=list, blank=True, help_text="A belief's supporting perceptions (slots).")
+    contradicts = models.JSONField(default=list, blank=True, help_text="A belief's contradicting perceptions.")
+    keywords = models.TextField(blank=True, help_text="Searchable names: tags, the place, items, people.")
+    bigrams = models.TextField(blank=True, help_text="The two-character pairs of its CJK text, for FTS5.")
+    scope = models.CharField(max_length=120, help_text="One search token naming campaign and owner.")
+    at_ms = models.BigIntegerField(null=True, blank=True, help_text="Story time in UTC ms; none before the clock.")
+    retracted = models.BooleanField(default=False, help_text="The record ended its slot: nothing to recall.")
+    revision = models.PositiveIntegerField(default=0, help_text="Counts rewrites of this row.")
+
+    class Meta:
+        ordering = ["campaign", "id"]
+        constraints = [models.UniqueConstraint(fields=["campaign", "slot", "branch", "depth"],
+                                               name="recall_item_one_per_record")]
+        indexes = [
+            # One owner's rows on a line, answered from the index alone (bench "minds").
+            models.Index(fields=["campaign", "owner", "branch", "depth", "slot", "revision", "retracted"],
+                         name="recall_eligibility"),
+        ]
+
+    def __str__(self):
+        return f"{self.slot}: {self.text[:60]}"
+
+
+class RecallVector(models.Model):
+    """A recall item's embedding: float32 bytes, its owner (the partition) and the model that made it."""
+
+    item = models.OneToOneField(RecallItem, on_delete=models.CASCADE, primary_key=True, related_name="vector")
+    campaign = models.ForeignKey(Campaign, on_delete=models.CASCADE, related_name="+")
+    owner = models.CharField(max_length=200, blank=True)
+    model = models.CharField(max_length=200)
+    dims = models.PositiveIntegerField()
+    vector = models.BinaryField()
+    created_at = models.DateTimeField()
+
+    class Meta:
+        indexes = [models.Index(fields=["campaign", "owner", "model", "created_at"], name="recall_vector_stamp")]
+
+    def __str__(self):
+        return f"vector of recall item {self.item_id} ({self.model}, {self.dims}-d)"
+
+
+class RecallPin(models.Model):
+    """The embedding model and dimensions the campaign's first batch of recall vectors fixed, until a reset."""
+
+    campaign = models.OneToOneField(Campaign, on_delete=models.CASCADE, primary_key=True, related_name="+")
+    model = models.CharField(max_length=200)
+    dims = models.PositiveIntegerField()
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    def __str__(self):
+        return f"recall vectors pinned to {self.model} ({self.dims}-d)"
+
+
+class RecallUse(models.Model):
+    """One recall of one item by its owner at a node: repeated recall lengthens its half-life on that line.
+
+    Keyed by slot, not by row, so rebuilding the index keeps what was recalled.
+    """
+
+    campaign = models.ForeignKey(Campaign, on_delete=models.CASCADE, related_name="+")
+    branch = models.ForeignKey(Branch, on_delete=models.RESTRICT, related_name="+")
+    depth = models.PositiveIntegerField()
+    owner = models.CharField(max_length=200, blank=True)
+    slot = models.CharField(max_length=200)
+
+    class Meta:
+        indexes = [models.Index(fields=["campaign", "owner", "branch", "depth", "slot"], name="recall_use_by_owner")]
+
+    def __str__(self):
+        return f"{self.owner or 'game master'} recalled {self.slot} at ({self.branch_id}, {self.depth})"

@@ -32,7 +32,8 @@ MEMORY_TOP_K = 5
 REDUNDANT_SIMILARITY = 0.93
 
 _NAME = re.compile(r"\b[A-Z][\w’'-]*")
-_NOT_NAMES = frozenset("""a an and as at but by for from he her his i if in it its of on or she so that the their
+# Function words: never a name, and no evidence that two texts are about the same thing.
+FUNCTION_WORDS = frozenset("""a an and as at but by for from he her his i if in it its of on or she so that the their
 then there these they this those to we when where while who you your""".split())
 
 
@@ -77,7 +78,7 @@ def fold_terms(words):
 
 def names_in(text):
     """Return the capitalised words of ``text`` (who and what it names), lowercased and folded."""
-    return fold_terms(w.lower() for w in _NAME.findall(text) if w.lower() not in _NOT_NAMES)
+    return fold_terms(w.lower() for w in _NAME.findall(text) if w.lower() not in FUNCTION_WORDS)
 
 
 def semantic_scores(matrix, rows, input_vector=None, context_vector=None):

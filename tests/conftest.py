@@ -4,7 +4,7 @@ from django.contrib.auth import get_user_model
 from campaigns import story
 from campaigns.models import Campaign, CanonRule
 from knowledge import retrieval
-from memory import checkpoints
+from memory import checkpoints, recall_index
 from storyteller import llm, postturn, warming
 from storyteller.context import memories as memory_section
 
@@ -77,3 +77,9 @@ def _fresh_checkpoint_checks():
 def _fresh_server_knowledge():
     """Start each test knowing nothing about model servers: a fake's port may be an earlier fake's."""
     llm.forget_servers()
+
+
+@pytest.fixture(autouse=True)
+def _fresh_recall_caches():
+    """Start each test with no cached recall items or matrices: ids are reused after a test's rollback."""
+    recall_index.forget_caches()
