@@ -41,7 +41,8 @@ MIN_CHUNK_TOKENS = 200
 
 SCHEMA = {
     "type": "object",
-    "properties": {"summary": {"type": "string"}},
+    # An empty summary covers nothing: it is asked for again like any answer that misses the schema.
+    "properties": {"summary": {"type": "string", "minLength": 1}},
     "required": ["summary"],
 }
 

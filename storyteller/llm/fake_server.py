@@ -325,7 +325,9 @@ def example_for(schema: dict):
         return {name: example_for(sub) for name, sub in schema.get("properties", {}).items()}
     if kind == "array":
         return [example_for(schema.get("items", {})) for _ in range(schema.get("minItems", 0))]
-    return {"string": "", "integer": 0, "number": 0, "boolean": False, "null": None}[kind]
+    if kind == "string":
+        return "x" * schema.get("minLength", 0)
+    return {"integer": 0, "number": 0, "boolean": False, "null": None}[kind]
 
 
 def _prompt_tokens(messages: list[dict]) -> int:
