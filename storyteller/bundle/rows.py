@@ -113,6 +113,8 @@ CAMPAIGN_FIELDS = (
     "title", "genre", "protagonist", "opening", "point_of_view", "prose_length", "dialogue_density",
     "descriptive_richness", "violence_level", "pacing", "style_notes", "narrator_rules", "context_token_budget",
     "max_output_tokens", "temperature", "narrator_model", "embed_model", "head_depth", "created_at", "updated_at",
+    "game_master", "max_rounds", "max_characters", "offstage_per_turn", "offstage_per_character", "offstage_summary",
+    "authoring_enabled", "authoring_per_turn", "authoring_consolidate_after",
 )
 CAMPAIGN_LINKS = {"head_branch": ("branches", False)}
 
