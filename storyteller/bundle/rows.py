@@ -154,7 +154,8 @@ TABLES = (
           {"branch": ("branches", False)}),
     Table("knowledge", "sources", Source, "campaign",
           ("title", "filename", "classification", "enabled", "hidden", "always_include", "notes", "text",
-           "content_hash", "size_bytes", "parser_version", "chunking_version", "imported_at")),
+           "content_hash", "size_bytes", "parser_version", "chunking_version", "imported_at", "lorebook", "lore_book",
+           "lore_scope")),
 )
 BY_NAME = {table.name: table for table in TABLES}
 SECTIONS = {"campaigns": ["campaign"] + [t.name for t in TABLES if t.section == "campaigns"],
