@@ -206,18 +206,18 @@ def check_edit(state, edit, *, turn, per_turn, created_before=0):
     checked.problems += _taken_names(state, edit)
     if checked.problems:
         return checked
-    scratch = _scratch(state)
+    copy = scratch(state)
     checked.events, checked.where = edit_events(edit, turn=turn)
-    checked.outcomes = validate(scratch, checked.events)
+    checked.outcomes = validate(copy, checked.events)
     for spot, outcome in zip(checked.where, checked.outcomes):
         if outcome.status != "applied":
             checked.problems.append(f"{spot}: {outcome.reason}")
     checked.created = [write["subject"] for outcome in checked.outcomes if outcome.status == "applied"
                        for write, before in zip(outcome.writes, outcome.previous)
                        if write["kind"] == "entity" and before["value"] is None]
-    checked.problems += _new_errors(state, scratch, checked, [k for k in checked.created
-                                                              if world.kind_of(scratch, k) == "character"])
-    checked.state = scratch
+    checked.problems += _new_errors(state, copy, checked, [k for k in checked.created
+                                                              if world.kind_of(copy, k) == "character"])
+    checked.state = copy
     return checked
 
 
@@ -257,7 +257,7 @@ def _new_errors(before, after, checked, characters):
             if finding.severity == "error" and finding.text not in known]
 
 
-def _scratch(state):
+def scratch(state):
     """Return a copy of ``state`` that validation may change, leaving ``state`` and its derived values as they are."""
     return dataclasses.replace(state, slots=dict(state.slots), checked=set(state.checked), loaded=set(state.loaded),
                                caches={}, shared=None, dirty=set(), by_kind=None, own_kinds=set())
@@ -364,13 +364,13 @@ def check_consolidation(state, proposal, queued):
     checked.events += [{"type": "retract", "subject": "", "object": f"consolidation:{q.key}", "value": ""}
                        for q in items]
     checked.where += [f"queue ({q.key})" for q in items]
-    scratch = _scratch(state)
-    checked.outcomes = validate(scratch, checked.events)
+    copy = scratch(state)
+    checked.outcomes = validate(copy, checked.events)
     for spot, outcome in zip(checked.where, checked.outcomes):
         if outcome.status != "applied":
             checked.problems.append(f"{spot}: {outcome.reason}")
-    checked.problems += _new_errors(state, scratch, checked, [])
-    checked.state = scratch
+    checked.problems += _new_errors(state, copy, checked, [])
+    checked.state = copy
     return checked
 
 
