@@ -251,16 +251,32 @@ def _taken_names(state, edit):
 
 def _new_errors(before, after, checked, characters):
     """Return world_lint's errors on ``after`` that ``before`` did not have, each as a reason the edit fails."""
-    known = {finding.text for finding in lint.lint(before) if finding.severity == "error"}
+    known = before.cached("lint_errors", LINT_KINDS, _errors)
     checked.findings = lint.lint(after, new=characters)
     return [f"world_lint: {finding.text}" for finding in checked.findings
             if finding.severity == "error" and finding.text not in known]
 
 
+# What world_lint reads: the errors of a state are kept with it until one of these changes.
+LINT_KINDS = ("entity", "exit", "location", "holder", "item", "relationship")
+
+
+def _errors(state):
+    return {finding.text for finding in lint.lint(state) if finding.severity == "error"}
+
+
 def scratch(state):
-    """Return a copy of ``state`` that validation may change, leaving ``state`` and its derived values as they are."""
+    """Return a copy of ``state`` that validation may change, leaving ``state`` and its derived values as they are.
+
+    The copy starts from the state's derived values (the exit graph, who
+    holds what) marked as not its own, and its slots by kind likewise: the
+    first change of a kind copies what it touches (``State._changed``), so a
+    copy costs the slots dict, not a rebuild of the world's graph.
+    """
+    caches = {name: dataclasses.replace(entry, owned=False) for name, entry in state.caches.items()}
     return dataclasses.replace(state, slots=dict(state.slots), checked=set(state.checked), loaded=set(state.loaded),
-                               caches={}, shared=None, dirty=set(), by_kind=None, own_kinds=set())
+                               caches=caches, shared=None, dirty=set(),
+                               by_kind=dict(state.by_kind) if state.by_kind is not None else None, own_kinds=set())
 
 
 # --- the consolidation queue ----------------------------------------------------------------------------------------

@@ -9,6 +9,7 @@ has a knowledge edge to (``knows:<who>:lore:<key>``) or lore whose scope is
 alone. The game master searches every entry.
 """
 
+import functools
 import re
 from dataclasses import dataclass
 
@@ -93,7 +94,9 @@ def recall(entries, known, text, *, limit=RECALL):
     return [entry for *_, entry in sorted(scored, key=lambda row: row[:3])[:limit]]
 
 
+@functools.lru_cache(maxsize=4096)
 def _terms(text):
+    # Cached: the same entries are searched for every character of every round.
     return {word for word in words(text) if len(word) > 2 and word not in FUNCTION_WORDS}
 
 
