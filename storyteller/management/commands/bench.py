@@ -2100,7 +2100,8 @@ def _measure_author(rng, repeat):
     campaign, _ = worldfile.create_campaign(_bench_user(), _world_document(rng))
     now = state_at(lineage.path_of(campaign), campaign)
     # A turn's state comes with the cached base's exit graph and holders built (state_for_turn); so does this one.
-    world.graph(now), world.holders(now)
+    world.graph(now)
+    world.holders(now)
     size = f"{WORLD_PLACES:,} places, {WORLD_EXITS:,} exits, {WORLD_ITEMS:,} items"
     rounds = [{"actors": [{"who": f"Villager {rng.randrange(WORLD_CHARACTERS)}", "moves_to": f"Room {rng.randrange(50)}",
                            "ignore_exits": False, "item_changes": [], "variable_changes": []} for _ in range(4)],
