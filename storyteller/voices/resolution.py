@@ -48,9 +48,11 @@ def resolution_events(resolution):
             events.append({"type": "item_changes", "subject": who, "data": {"ops": actor["item_changes"]}})
             where.append(f"actors[{n}].item_changes")
         for m, change in enumerate(actor.get("variable_changes") or [], 1):
+            # Story time's event (docs/rules.md): object / the variable / "", data.to or data.by.
             events.append({"type": "variable_change", "subject": change.get("object") or who,
-                           "data": {key: change[key] for key in ("name", "to", "by") if change.get(key) not in
-                                    (None, "")}})
+                           "object": change.get("name", ""),
+                           # Every field is written (the schema requires them): an empty "to" or a "by" of 0 is none.
+                           "data": {key: change[key] for key in ("to", "by") if change.get(key) not in (None, "", 0)}})
             where.append(f"actors[{n}].variable_changes[{m}]")
     return events, where
 

@@ -45,3 +45,12 @@ def test_the_rounds_travel_is_the_longest_journey_for_the_clock_to_lengthen_a_sh
 def test_the_game_master_may_move_someone_ignoring_exits_as_story_transport():
     resolved = resolution.resolve(keep(), {"actors": [actor("Aldric", "Vault", ignore_exits=True)]})
     assert resolved.refused == [] and resolved.state.location_of("aldric") == "vault"
+
+
+def test_variable_changes_become_story_times_events_one_each():
+    events, where = resolution.resolution_events({"actors": [{**actor("Mara"), "variable_changes": [
+        {"object": "", "name": "courage", "to": "", "by": 2}, {"object": "Hall", "name": "smoke", "to": "thick",
+                                                                "by": 0}]}]})
+    assert events == [{"type": "variable_change", "subject": "Mara", "object": "courage", "data": {"by": 2}},
+                      {"type": "variable_change", "subject": "Hall", "object": "smoke", "data": {"to": "thick"}}]
+    assert where == ["actors[1].variable_changes[1]", "actors[1].variable_changes[2]"]
