@@ -68,6 +68,7 @@ class Proposal:
     created: list = field(default_factory=list)  # keys of the new entities
     reuse: str = ""  # the name of the existing one that serves
     findings: list = field(default_factory=list)  # world_lint's warnings, left for consolidation
+    state: object = None  # created: the copy of the state with the edit made, for the rest of the turn
 
 
 async def ask(narrator, state, request, *, limits, turn, created_before=0):
@@ -114,7 +115,7 @@ def decide(state, request, reply, *, turn, per_turn, created_before=0):
     warnings = [f.text for f in checked.findings if f.severity == "warning"
                 and any(authoring.concerns(f, key) for key in checked.created)]
     return Proposal("created", reply.get("reason", ""), request, turn, events=checked.events,
-                    created=checked.created, findings=warnings)
+                    created=checked.created, findings=warnings, state=checked.state)
 
 
 async def propose(campaign_id, request, *, created_before=0):

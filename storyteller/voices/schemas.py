@@ -49,6 +49,8 @@ GM_ROUND = _object({
     "resolve_round": _object({"actors": _list(ACTOR, 5), "elapsed_seconds": SECONDS}),
     "activate_characters": _list(_object({"who": NAME, "why": LINE}), 8),
     "expand_world": EXPAND_WORLD,
+    # Dice checks the round calls for (decision D8: rolled once, seeded by the player's node; a retry reuses them).
+    "rolls": _list(_object({"check": NAME, "who": NAME, "reason": LINE}), 3),
     "narrate": BOOL,  # true: no more rounds, the game master narrates the outcome now
 })
 # After the narration has streamed: which announced beats it took up, and whether a new stage begins (the recorder).

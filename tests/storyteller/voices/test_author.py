@@ -102,6 +102,7 @@ async def test_a_new_character_is_checked_placed_related_and_queued_and_written_
     proposal = await author.propose(keep.pk, Request("arrival", "a courier from the capital"))
     assert proposal.status == "created", proposal.reason
     assert proposal.created == ["ilsa"] and proposal.turn == 1
+    assert proposal.state.location_of("ilsa") == "hall", "the rest of the turn goes on from the edited copy"
     [request] = chats(narrator_server)
     prompt = request.body["messages"][-1]["content"]
     assert "Request (arrival): a courier from the capital" in prompt and "- Tobin — character —" in prompt

@@ -20,7 +20,7 @@ def test_every_voice_schema_is_bounded_compiles_to_a_grammar_and_fits_a_step(nam
 
 def test_the_game_masters_step_carries_the_seeds_parts():
     step = schemas.GM_ROUND["properties"]
-    assert set(step) == {"resolve_round", "activate_characters", "expand_world", "narrate"}
+    assert set(step) == {"resolve_round", "activate_characters", "expand_world", "rolls", "narrate"}
     actor = step["resolve_round"]["properties"]["actors"]["items"]["properties"]
     assert set(actor) == {"who", "moves_to", "ignore_exits", "item_changes", "variable_changes"}
     assert "forced" in actor["item_changes"]["items"]["properties"], "the game master may break a lock"
