@@ -17,8 +17,6 @@ from dataclasses import dataclass, field
 
 from campaigns.state import authoring, clock
 
-GM_SOURCE = "world"
-
 
 @dataclass
 class Resolved:
