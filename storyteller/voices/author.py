@@ -165,7 +165,8 @@ def _prompt(state, request, remaining):
 
 
 def _listed(state, request):
-    entities = [r for r in state.entities() if not r.narrator_only or r.data.get("kind") == "place"]
+    # Everything, secrets too: the author, like the game master, must not make a second of what exists.
+    entities = state.entities()
     if len(entities) > MAX_LISTED:
         wanted = authoring.terms(request.what)
         place = state.place()
