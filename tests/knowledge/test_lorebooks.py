@@ -137,8 +137,9 @@ def test_a_lorebook_still_known_on_any_line_cannot_be_removed_or_unmade_and_the_
     know(campaign, owner, "Mara", "old-tales:flood")
     retry(campaign, "She shrugs.")  # the line the head is on no longer holds the knowledge; the old line does
     campaign.refresh_from_db()
-    assert "old-tales:flood" not in state.state_at(lineage.path_of(campaign), campaign).slots.get(
-        "knows:mara:lore:old-tales:flood", type("R", (), {"value": ""})).value
+    head = lineage.path_of(campaign)
+    assert state.state_at(head, campaign).get("knows:mara:lore:old-tales:flood") is None
+    assert lorebooks.lore_for(campaign, head, "mara", "the flood").titles == ["The Abbey"], "not on this line"
     with pytest.raises(lorebooks.LoreRefused) as refused:
         lorebooks.delete_source(source)
     assert str(refused.value).startswith("“Old Tales” cannot be removed: characters' knowledge still names its "
