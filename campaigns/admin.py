@@ -3,7 +3,7 @@ from django.contrib import admin, messages
 
 from . import state
 from .models import (Branch, Campaign, CanonRule, ContextSnapshot, ExitRecord, ItemRecord, Node, PlaceRecord,
-                     RecorderRun, SavePoint, StateEvent, StateRecord)
+                     RecorderRun, Round, SavePoint, StateEvent, StateRecord)
 from .state.events import MAX_TEXT
 
 
@@ -53,6 +53,12 @@ class NodeAdmin(_ReadOnlyAdmin):
     list_display = ["id", "campaign", "branch", "depth", "role", "mode", "tokens", "created_at"]
     list_filter = ["role", "mode", "campaign"]
     search_fields = ["text"]
+
+
+@admin.register(Round)
+class RoundAdmin(_ReadOnlyAdmin):
+    list_display = ["node", "number", "kind", "started_ms", "elapsed_seconds"]
+    list_filter = ["kind"]
 
 
 @admin.register(ContextSnapshot)

@@ -6,6 +6,13 @@ from .state.events import CORRECTION_TYPES, MAX_TEXT
 from .state.registry import OP_FIELDS, TYPES
 
 
+# The campaign's limits on voices (seed 002; the edit page's "Voices" fieldset).
+VOICES_FIELDS = ["game_master", "max_rounds", "max_characters", "offstage_per_turn", "offstage_per_character",
+                 "offstage_summary", "authoring_enabled", "authoring_per_turn", "authoring_consolidate_after"]
+VOICES_NUMBERS = [name for name in VOICES_FIELDS if name not in ("game_master", "offstage_summary",
+                                                                  "authoring_enabled")]
+
+
 class CampaignForm(forms.ModelForm):
     class Meta:
         model = Campaign
@@ -14,6 +21,7 @@ class CampaignForm(forms.ModelForm):
             "point_of_view", "prose_length", "dialogue_density", "descriptive_richness", "violence_level",
             "pacing", "style_notes", "narrator_rules",
             "context_token_budget", "max_output_tokens", "temperature",
+            *VOICES_FIELDS,
         ]
         widgets = {
             "opening": forms.Textarea(attrs={"rows": 6}),
@@ -33,6 +41,13 @@ class CampaignForm(forms.ModelForm):
         elif model:
             field.help_text += (f" The server does not say how much the narrator model, {model}, reads at once: "
                                 "keep the budget within what it was started with.")
+        # A limit left out of a post (an older page, a script) keeps its value rather than failing the form,
+        # and one out of range or not a number is refused in the model's words (what it is for, what it may be).
+        for name in VOICES_NUMBERS:
+            field = self.fields[name]
+            field.required = False
+            message = Campaign._meta.get_field(name).validators[0].message
+            field.error_messages.update(min_value=message, max_value=message, invalid=message)
 
     def clean_context_token_budget(self):
         value = self.cleaned_data["context_token_budget"]
@@ -42,6 +57,9 @@ class CampaignForm(forms.ModelForm):
 
     def clean(self):
         cleaned = super().clean()
+        for name in VOICES_NUMBERS:
+            if cleaned.get(name) is None and name not in self.errors:
+                cleaned[name] = getattr(self.instance, name)
         budget, output = cleaned.get("context_token_budget"), cleaned.get("max_output_tokens")
         if budget and output and output + 64 >= budget // 2:
             self.add_error(

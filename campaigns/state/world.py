@@ -28,6 +28,7 @@ and applies whole or not at all, with every reason (``dry_run``).
 from collections import deque
 from dataclasses import dataclass, replace
 
+from .lore import lore_key
 from .reading import PROTAGONIST, key_for, normalize
 from .registry import EVERYONE, PEOPLE, WORLD, WORLD_RANK, Field, Rejected, register
 
@@ -1279,7 +1280,7 @@ def _known_target(check, event):
         raise Rejected("the event names nothing known")
     kind = data.get("kind", "")
     if kind == "lore":
-        return "lore", key_for(name)
+        return "lore", lore_key(name)
     if kind == "exit" or data.get("from"):
         if not data.get("from"):
             raise Rejected("an exit is known from a place: give data.from")

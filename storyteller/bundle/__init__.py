@@ -40,7 +40,8 @@ from django.utils import timezone
 from campaigns import lineage
 from campaigns.forms import CampaignForm
 from campaigns.models import Branch, Campaign, Node
-from knowledge import importer
+from campaigns.state import lore
+from knowledge import importer, lorebooks
 from knowledge.models import Source
 from memory import checkpoints
 from memory.models import Checkpoint
@@ -158,8 +159,11 @@ def _check_campaign_form(campaign):
 
 
 def _check_sources(sources):
+    books = {}
     for index, row in enumerate(sources):
         where, values = f"sources row {index + 1}", row.values
+        if values.get("lorebook") or values.get("lore_book"):
+            _check_lorebook(where, values, books)
         if _suffix(values["filename"]) not in importer.EXTENSIONS:
             refuse(f"{where} (filename): {values['filename'][:80]} is not a .md or .txt file; only Markdown and plain "
                    "text sources can be imported.")
@@ -170,6 +174,24 @@ def _check_sources(sources):
         if values.get("always_include") and values["classification"] != Source.Classification.CANON:
             refuse(f"{where} (always_include): only Canon can be always included, and this source is "
                    f"{values['classification']}.")
+
+
+def _check_lorebook(where, values, books):
+    """Refuse a lorebook whose key is not one a lorebook could have, is another's, or whose text has no entries."""
+    key = values.get("lore_book", "")
+    if key and (key != lore.book_key(key) or key == lore.WORLD_BOOK):
+        refuse(f"{where} (lore_book): {key[:60]!r} is not a lorebook's key (lower-case words joined by '-', and not "
+               f"{lore.WORLD_BOOK!r}, the world file's).")
+    if key in books:
+        refuse(f"{where} (lore_book): {key[:60]!r} is the key of {books[key]} too; each lorebook has its own.")
+    books[key] = where
+    if values.get("lorebook"):
+        if not key:
+            refuse(f"{where} (lore_book): a lorebook needs its key, which its entries' knowledge names.")
+        try:
+            lorebooks.parse(values["text"])
+        except lorebooks.LoreRefused as refusal:
+            refuse(f"{where} (text) cannot be a lorebook: {refusal}.")
 
 
 def _suffix(filename):

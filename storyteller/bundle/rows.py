@@ -113,6 +113,8 @@ CAMPAIGN_FIELDS = (
     "title", "genre", "protagonist", "opening", "point_of_view", "prose_length", "dialogue_density",
     "descriptive_richness", "violence_level", "pacing", "style_notes", "narrator_rules", "context_token_budget",
     "max_output_tokens", "temperature", "narrator_model", "embed_model", "head_depth", "created_at", "updated_at",
+    "game_master", "max_rounds", "max_characters", "offstage_per_turn", "offstage_per_character", "offstage_summary",
+    "authoring_enabled", "authoring_per_turn", "authoring_consolidate_after",
 )
 CAMPAIGN_LINKS = {"head_branch": ("branches", False)}
 
@@ -152,7 +154,8 @@ TABLES = (
           {"branch": ("branches", False)}),
     Table("knowledge", "sources", Source, "campaign",
           ("title", "filename", "classification", "enabled", "hidden", "always_include", "notes", "text",
-           "content_hash", "size_bytes", "parser_version", "chunking_version", "imported_at")),
+           "content_hash", "size_bytes", "parser_version", "chunking_version", "imported_at", "lorebook", "lore_book",
+           "lore_scope")),
 )
 BY_NAME = {table.name: table for table in TABLES}
 SECTIONS = {"campaigns": ["campaign"] + [t.name for t in TABLES if t.section == "campaigns"],

@@ -2047,6 +2047,78 @@ def _measure_calendar_parsing(now, tz, repeat):
             _row("  (CPU time)", "1,000 expressions", cpu, "")]
 
 
+def _bench_voices(sizes, repeat):
+    """Voices (issue 15, phase 1): off-stage selection over 200 characters, lore recall, a round's resolve_round and
+    a world author's edit checked on the 1,000-place world."""
+    import random
+
+    rng = random.Random(2015)
+    return [*_measure_offstage(rng, repeat), *_measure_lore_recall(rng, repeat), *_measure_author(rng, repeat)]
+
+
+def _measure_offstage(rng, repeat):
+    from campaigns.state.agenda import Engagement, Intent
+    from storyteller.voices import offstage
+
+    now = 1_900_000_000_000
+    people = [f"villager-{n}" for n in range(WORLD_CHARACTERS)]
+    positions = {who: f"room-{rng.randrange(50)}" for who in people} | {"protagonist": "room-0"}
+    # Three engagements and four goals each, about half of them due, a tenth already handled.
+    engagements = [Engagement(f"{who}-e{n}", (who,), now + rng.randrange(-7_200_000, 7_200_000), f"room-{n}", "meet")
+                   for who in people for n in range(3)]
+    intents = [Intent(who, f"i{n}", plan="a plan", deadline=now + rng.randrange(-7_200_000, 7_200_000))
+               for who in people for n in range(4)]
+    handled = {f"engagement:{e.id}" for e in engagements[::10]}
+    samples, cpu = [], []
+    for _ in range(repeat):
+        started, started_cpu = time.perf_counter(), time.process_time()
+        offstage.select(offstage.due_items(positions=positions, protagonist_place="room-0", engagements=engagements,
+                                           intents=intents, now_ms=now, handled=handled),
+                        per_turn=2, per_character=1)
+        samples.append(time.perf_counter() - started)
+        cpu.append(time.process_time() - started_cpu)
+    size = f"{WORLD_CHARACTERS} characters, {len(engagements) + len(intents):,} items"
+    return [_row("off-stage selection", size, samples, "median < 5 ms"), _row("  (CPU time)", size, cpu, "")]
+
+
+def _measure_lore_recall(rng, repeat):
+    from campaigns.state import lore
+
+    words = _vocabulary(rng)
+    entries = [lore.Entry(f"book:e{n}", _prose(rng, words, 4), _prose(rng, words, 120)) for n in range(2_000)]
+    known = {entry.key for entry in rng.sample(entries, 200)}
+    texts = [_prose(rng, words, 30) for _ in range(repeat)]
+    return [_timed("lore recall", "2,000 entries, 200 known", lambda text: lore.recall(entries, known, text), texts,
+                   "part of a round's 60 ms")]
+
+
+def _measure_author(rng, repeat):
+    from campaigns import lineage, worldfile
+    from campaigns.state import authoring, state_at, world
+    from storyteller.voices import resolution
+
+    campaign, _ = worldfile.create_campaign(_bench_user(), _world_document(rng))
+    now = state_at(lineage.path_of(campaign), campaign)
+    # A turn's state comes with the cached base's exit graph and holders built (state_for_turn); so does this one.
+    world.graph(now)
+    world.holders(now)
+    size = f"{WORLD_PLACES:,} places, {WORLD_EXITS:,} exits, {WORLD_ITEMS:,} items"
+    rounds = [{"actors": [{"who": f"Villager {rng.randrange(WORLD_CHARACTERS)}", "moves_to": f"Room {rng.randrange(50)}",
+                           "ignore_exits": False, "item_changes": [], "variable_changes": []} for _ in range(4)],
+               "elapsed_seconds": 30} for _ in range(repeat)]
+    results = [_timed("resolve_round", f"4 moves, {size}", lambda r: resolution.resolve(now, r), rounds,
+                      "part of a round's 60 ms")]
+    edits = [{"characters": [{"name": f"Stranger {n}", "aliases": [], "description": "a stranger", "place": "Room 0",
+                              "relationships": [{"to": "Villager 0", "label": "", "summary": "owes money"}]}],
+              "places": [{"name": f"Cellar {n}", "aliases": [], "description": "", "features": [],
+                          "exits": [{"to": "Room 0", "label": "", "travel_seconds": 10, "both_ways": True}]}],
+              "items": []} for n in range(max(5, repeat // 5))]
+    results.append(_timed("author edit check", f"2 new things, {size}",
+                          lambda e: authoring.check_edit(now, e, turn=1, per_turn=2), edits,
+                          "no target: a world_lint pass of the whole world"))
+    return results
+
+
 BENCHMARKS = {
     "turn": _bench_turn,
     "knowledge": _bench_knowledge,
@@ -2061,6 +2133,7 @@ BENCHMARKS = {
     "world": _bench_world,
     "rules": _bench_rules,
     "minds": _bench_minds,
+    "voices": _bench_voices,
 }
 # Run only when named: minutes of the built-in model, not milliseconds of the app.
 SLOW = {"recording"}
