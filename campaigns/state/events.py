@@ -23,7 +23,7 @@ from django.utils import timezone
 
 from .. import lineage
 from ..models import Campaign, Node, RecorderRun, StateEvent, StateRecord
-from . import world
+from . import minds, world  # noqa: F401 — each registers its event types in the one table
 from .reading import (ENTITY_KINDS, PROTAGONIST, Record, fact_slot, key_for, normalize, state_at, state_for_events,
                       thread_slot)
 from .registry import (STORY, EVERYONE, MAX_NAME, MAX_TEXT, PEOPLE, PROPOSERS, TYPES, Check, Outcome, Rejected, clean,
@@ -440,7 +440,8 @@ def _mark(check, event):
 
 
 # What the recorder (and a script) may propose after a turn, and what a person may also do by correction.
-RECORDER_TYPES = types_for("recorder")
+# (The state call's; events, perceptions and beliefs have a call of their own: decision D11.)
+RECORDER_TYPES = tuple(name for name in types_for("recorder") if TYPES[name].call == "")
 CORRECTION_TYPES = types_for("correction")
 
 
