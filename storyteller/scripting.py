@@ -18,7 +18,7 @@ from dataclasses import dataclass
 
 from campaigns import lineage, story
 from campaigns.models import Campaign, Node, StateEvent
-from campaigns.state import apply_events, state_at, world
+from campaigns.state import apply_events, state_at, whereabouts, world
 
 from .context import node_tokens
 
@@ -125,7 +125,7 @@ def state_after(campaign, depth):
     line = path.capped(depth)
     node = line.nodes().filter(depth=depth).values_list("pk", "branch_id").get()
     return {"campaign": campaign.pk, "depth": depth, "node": node[0], "branch": node[1],
-            **world.snapshot(state_at(line, campaign))}
+            **world.snapshot(state_at(line, campaign)), "minds": whereabouts.minds_at(line, campaign).as_json()}
 
 
 def campaign_for(pk):

@@ -145,7 +145,8 @@ class Minds:
         return dict(self.holder)
 
     def characters(self):
-        return sorted(self.position)
+        """Return everyone placed on the map or holding a belief (told of something while never placed)."""
+        return sorted(set(self.position) | set(self._believes))
 
     def place_of(self, item):
         """Return the place an item is at, through its holding chain (a character's place for what it holds)."""
