@@ -27,6 +27,7 @@ from dataclasses import dataclass, field
 from django.db import connection
 
 from ..models import StateEvent, StateRecord
+from . import selection, world
 from .beliefs import Change, Container, Minds, Move, Notice, Reveal, Tell
 from .reading import PROTAGONIST, PROTAGONIST_ALIASES, normalize, protagonist_name
 
@@ -207,3 +208,51 @@ def _rows(campaign, where, params):
         cursor.execute(sql, [campaign.pk, *KINDS, *params])
         return [(*row[:6], json.loads(row[6]), bool(row[7]), row[8] or "", row[9] or "")
                 for row in cursor.fetchall()]
+
+
+# Mistaken beliefs of the protagonist the narrator is told of, at most (nearest the scene first).
+MISTAKEN_LINES = 6
+
+
+def where(state, holder):
+    """Return where ``holder`` (a place, a character or a container item, or None) is, as words: "in the box"."""
+    if holder is None:
+        return "somewhere unknown"
+    kind = world.kind_of(state, holder)
+    if kind == "character":
+        return f"with {state.name_of(holder)}"
+    if kind == "place":
+        return f"at {state.name_of(holder)}"
+    return f"in the {state.name_of(holder)}"
+
+
+def mistaken_lines(state, minds, who, text=""):
+    """Return the narrator-only state lines saying where ``who`` wrongly believes things are, and where they are.
+
+    So the narrator can play the false belief without revealing the truth to
+    the player (seed 002 beyond the seed: issue 14 point 2). Items at the
+    scene's place or named in ``text`` come first; at most ``MISTAKEN_LINES``.
+    """
+    wrong = minds.mistaken(who)
+    if not wrong:
+        return []
+    place = state.place()
+    named = selection.mentioned(state, text) if text else set()
+
+    def nearest(item):
+        believed, true = wrong[item]
+        here = place and place in (minds.place_of(item), believed, true)
+        return not (item in named or here), normalize(state.name_of(item)), item
+
+    lines = []
+    for item in sorted(wrong, key=nearest)[:MISTAKEN_LINES]:
+        believed, true = wrong[item]
+        name, thing = state.name_of(who), state.name_of(item)
+        if believed is None:
+            said = f"{name} does not know where the {thing} is (it is not where {name} last saw it)"
+        else:
+            said = f"{name} believes the {thing} is {where(state, believed)}"
+        text_line = f"{said}; it is {where(state, true)}."
+        lines.append(selection.Line(f"whereabouts:{who}:{item}", "whereabouts", text_line, "state", True,
+                                    "derived from where everyone was at each change", None))
+    return lines

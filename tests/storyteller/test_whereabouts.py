@@ -274,6 +274,10 @@ STORIES = {
         [*SALLY_ANNE, [move("Edrin", "Hall")], [tell("Edrin", "marble", by="Sally")]],
         [("believes", "protagonist", "marble", "basket"), ("about", "sally", "protagonist", "marble", "basket"),
          ("truth", "marble", "box")]),
+    "someone arrives carrying the marble: those already there see who has it": (
+        [[does("Anne", ("take", "marble"))], [move("Anne", "Hall")], [move("Anne", "Garden")]],
+        [("believes", "charlie", "marble", "anne"), ("believes", "protagonist", "marble", "anne"),
+         ("about", "anne", "charlie", "marble", "anne"), ("about", "charlie", "protagonist", "marble", "anne")]),
     "dropping the marble in the hall in front of the one waiting there": (
         [[move("Charlie", "Hall")], [does("Anne", ("take", "marble"))], [move("Anne", "Hall")],
          [does("Anne", ("drop", "marble"))]],
