@@ -20,6 +20,8 @@ from campaigns import lineage, story
 from campaigns.models import Campaign, Node, StateEvent
 from campaigns.state import apply_events, state_at, whereabouts, world
 
+from memory import recall_index
+
 from .context import node_tokens
 
 MODES = tuple(Node.Mode.values)
@@ -114,6 +116,7 @@ def append(campaign, turns):
                      "type": event.payload.get("type", ""), "status": event.status, "reason": event.reason}
                     for event in stored]
     campaign.refresh_from_db()
+    recall_index.sync(campaign.pk)  # what characters perceived and believe, searchable as a turn leaves it
     return results
 
 
