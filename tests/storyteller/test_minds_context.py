@@ -57,3 +57,64 @@ def test_the_character_view_carries_where_the_character_believes_things_are(owne
     assert view["believes"]["marble"] == "box"
     assert view["believes_about"]["sally"]["marble"] == "box"
     assert world.character_view(state_at(path, campaign), PROTAGONIST)["believes"] == {}
+
+
+# The events section (WP3 scenario 14): evoked, and folded out of the verbatim story.
+
+from memory import checkpoints  # noqa: E402
+from storyteller.context import prefix_hash  # noqa: E402
+from tests.campaigns.test_minds import KITCHEN  # noqa: E402
+
+HID = {"type": "event", "object": "hid-key", "value": "Mara hid the iron key in the teapot.",
+       "data": {"importance": 3, "tags": ["secret"], "participants": ["Mara"], "location": "Kitchen",
+                "items": ["iron key", "teapot"]}}
+STEW = {"type": "event", "object": "stew", "value": "Mara stirred the stew on the black stove.",
+        "data": {"importance": 1, "participants": ["Mara"], "location": "Kitchen"}}
+
+
+def kitchen(owner):
+    campaign, _ = worldfile.create_campaign(owner, worldfile.read(KITCHEN.read_bytes()))
+    return campaign
+
+
+def summarise_through(campaign, end):
+    campaign.refresh_from_db()
+    path = lineage.path_of(campaign)
+    return checkpoints.write(path, end, "Summary: Edrin read in the pantry while Mara worked.", prefix_hash(campaign))
+
+
+def events_section(campaign, text):
+    ctx = build(campaign, lineage.path_of(campaign), Action(mode="do", text=text))
+    return next((s for s in ctx.sections if s.key == "events"), None), ctx
+
+
+def test_an_evoked_event_appears_only_once_its_turn_is_covered_by_the_summary(owner):
+    campaign = script(kitchen(owner), [HID, STEW], [], [])
+    asking = "Is anything inside the teapot?"
+    section, ctx = events_section(campaign, asking)
+    assert section is None and ctx.report["events"]["note"] == "no summary covers any turn yet"
+    summarise_through(campaign, 2)
+    section, ctx = events_section(campaign, asking)
+    assert section is not None
+    assert "- Mara hid the iron key in the teapot." in section.text
+    assert "stew" not in section.text, "only what the words call up"
+    keys = [s.key for s in ctx.sections]
+    assert keys.index("events") < keys.index("state") < keys.index("player_input")
+    assert ctx.report["events"]["used"][0]["slot"] == "event:hid-key"
+
+
+def test_an_event_still_in_the_verbatim_story_is_never_repeated(owner):
+    campaign = script(kitchen(owner), [], [HID], [])
+    summarise_through(campaign, 2)  # turn 1 is folded; the hiding, at turn 2 (depth 4), is still verbatim
+    section, ctx = events_section(campaign, "Did Mara go near the teapot?")
+    assert section is None
+    assert "Mara hid the iron key" in ctx.messages[-2]["content"] or any(
+        "Turn 2." in m["content"] for m in ctx.messages), "turn 2 is still in the history"
+
+
+def test_the_narrator_is_told_which_evoked_events_the_protagonist_does_not_know(owner):
+    secret = {**HID, "narrator_only": True}
+    campaign = script(kitchen(owner), [secret], [], [])
+    summarise_through(campaign, 2)
+    section, _ = events_section(campaign, "Where is the iron key?")
+    assert "- [narrator only] Mara hid the iron key in the teapot." in section.text
