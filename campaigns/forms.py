@@ -193,4 +193,6 @@ class CorrectionForm(forms.Form):
                     data["ops"] = [op]
             elif posted.get(name, "").strip():
                 data[name] = posted[name].strip()
+                if TYPES[event["type"]].fields[name].kind == "names":  # a list, typed as "Mara, Edrin"
+                    data[name] = [part.strip() for part in data[name].split(",") if part.strip()]
         return {**event, "data": data}

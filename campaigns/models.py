@@ -339,6 +339,30 @@ class ItemRecord(StateRecord):
         verbose_name = "item record"
 
 
+class EventRecord(StateRecord):
+    """The admin's list of recorded events (``event:<id>``: sealed once written), on every line."""
+
+    class Meta:
+        proxy = True
+        verbose_name = "event record"
+
+
+class PerceptionRecord(StateRecord):
+    """The admin's list of perceptions (``perception:<event>:<who>``), accuracy labels included, on every line."""
+
+    class Meta:
+        proxy = True
+        verbose_name = "perception record"
+
+
+class BeliefRecord(StateRecord):
+    """The admin's list of beliefs (``belief:<who>:<id>``), on every line."""
+
+    class Meta:
+        proxy = True
+        verbose_name = "belief record"
+
+
 class RecorderRun(models.Model):
     """Whether the recorder has turned a reply into state events yet; no row means pending."""
 

@@ -1,0 +1,178 @@
+"""The minds panel and "What does Mara remember now?": see and correct minds in the browser (issue 14)."""
+
+import json
+
+import pytest
+from django.urls import reverse
+
+from campaigns import worldfile
+from campaigns.models import StateRecord
+from memory.models import RecallItem
+from storyteller import scripting
+from tests.campaigns.test_minds import KITCHEN
+from tests.conftest import make_campaign
+from tests.storyteller.test_whereabouts import HOUSE, does, move
+
+HTMX = {"HTTP_HX_REQUEST": "true"}
+
+
+def ev(type, subject="", object="", value="", **extra):
+    return {"type": type, "subject": subject, "object": object, "value": value, **extra}
+
+
+SCENE = [
+    ev("event", object="hid-key", value="Mara hid the iron key in the teapot.",
+       data={"importance": 3, "tags": ["secret", "key"], "participants": ["Mara"], "location": "Kitchen",
+             "items": ["iron key", "teapot"]}),
+    ev("perception", "Mara", "hid-key", "I hid the key in the teapot.", data={"accuracy": "accurate"}),
+    ev("perception", "Edrin", "hid-key", "Someone hid something in the kitchen.",
+       data={"mode": "heard", "accuracy": "partial", "gist": "A noise from the kitchen."}),
+]
+
+
+def played(owner, path, *turns):
+    campaign, _ = worldfile.create_campaign(owner, worldfile.read(path.read_bytes()))
+    lines = [json.dumps({"action": {"mode": "do", "text": f"turn {n}"}, "reply": f"Turn {n}.", "events": events})
+             for n, events in enumerate(turns, 1)]
+    results = scripting.append(campaign, scripting.read("\n".join(lines)))
+    assert all(r["status"] == "applied" for r in results), results
+    campaign.refresh_from_db()
+    return campaign
+
+
+@pytest.fixture
+def sally_anne(owner):
+    return played(owner, HOUSE, [move("Sally", "Hall")], [does("Anne", ("take", "marble"), ("put", "marble", "box"))])
+
+
+def test_the_panel_marks_beliefs_that_differ_from_the_truth(client_of, sally_anne):
+    page = client_of.get(reverse("minds_panel", args=[sally_anne.pk]), **HTMX).content.decode()
+    assert page.startswith('<aside id="minds-panel"')
+    sally = page.split('data-character="sally"')[1].split("</details>")[0]
+    assert '<li data-item="marble" class="secret" data-wrong="true"><strong>marble</strong>: believes in the basket' \
+        in sally and "truly in the box" in sally
+    anne = page.split('data-character="anne"')[1].split("</details>")[0]
+    assert "<strong>marble</strong>: believes in the box</li>" in anne
+    assert reverse("remember", args=[sally_anne.pk, "sally"]) in page
+
+
+def test_the_panel_is_a_page_without_htmx_and_refuses_the_wrong_method_and_other_people(client_of, sally_anne,
+                                                                                        outsider, client):
+    url = reverse("minds_panel", args=[sally_anne.pk])
+    page = client_of.get(url).content.decode()
+    assert "<h1>" in page and 'id="minds-panel"' in page
+    assert client_of.post(url).status_code == 405
+    client.force_login(outsider)
+    assert client.get(url, **HTMX).status_code == 404
+    assert client.post(reverse("minds_correct", args=[sally_anne.pk]), {"type": "event", "value": "x"}).status_code \
+        == 404
+
+
+def test_a_person_records_and_corrects_perceptions_through_the_panel(client_of, owner):
+    campaign = played(owner, KITCHEN, SCENE)
+    url = reverse("minds_correct", args=[campaign.pk])
+    page = client_of.post(url, {"type": "perception", "subject": "Aldric", "object": "hid-key",
+                                "value": "Mara hid a knife.", "mode": "told", "accuracy": "wrong"}, **HTMX)
+    assert "Corrected." in page.content.decode()
+    record = StateRecord.objects.get(slot="perception:hid-key:aldric")
+    assert record.event.source == "correction" and record.event.author == owner
+    assert RecallItem.objects.filter(slot="perception:hid-key:aldric").exists(), "the index follows at once"
+    refused = client_of.post(url, {"type": "perception", "subject": "Aldric", "object": "hid-key",
+                                   "value": "I saw her.", "mode": "witnessed"}, **HTMX).content.decode()
+    assert "Nothing was changed: Aldric already has a perception" in refused
+    sealed = client_of.post(url, {"type": "event", "object": "hid-key", "value": "Mara hid a knife."},
+                            **HTMX).content.decode()
+    assert "Nothing was changed: events are sealed" in sealed
+    assert client_of.get(url).status_code == 405
+
+
+def test_a_person_retracts_an_erroneous_event_and_it_is_no_longer_recalled(client_of, owner):
+    campaign = played(owner, KITCHEN, SCENE)
+    client_of.post(reverse("minds_correct", args=[campaign.pk]), {"type": "retract", "object": "event:hid-key"},
+                   **HTMX)
+    [retraction] = StateRecord.objects.filter(slot="event:hid-key", retracted=True)
+    assert retraction.event.source == "correction"
+    assert RecallItem.objects.get(slot="event:hid-key", depth=retraction.depth).retracted
+
+
+def test_a_list_field_is_typed_as_names_with_commas(client_of, owner):
+    campaign = played(owner, KITCHEN, [])
+    client_of.post(reverse("minds_correct", args=[campaign.pk]),
+                   {"type": "event", "value": "Mara and Aldric argued.", "participants": "Mara, Aldric",
+                    "importance": "2"}, **HTMX)
+    assert StateRecord.objects.get(kind="event").data["participants"] == ["mara", "aldric"]
+
+
+def test_rebuilding_the_recall_index_changes_nothing_remembered(client_of, owner):
+    campaign = played(owner, KITCHEN, SCENE)
+    before = sorted(RecallItem.objects.filter(campaign=campaign).values_list("slot", "owner", "text"))
+    page = client_of.post(reverse("minds_rebuild", args=[campaign.pk]), {"vectors": "on"}, **HTMX).content.decode()
+    assert "rebuilt from the records: 3 rows" in page
+    assert sorted(RecallItem.objects.filter(campaign=campaign).values_list("slot", "owner", "text")) == before
+
+
+@pytest.mark.django_db(transaction=True)
+def test_what_two_characters_remember_of_the_same_moment_differs(client_of, owner):
+    campaign = played(owner, KITCHEN, SCENE)
+    mara = client_of.get(reverse("remember", args=[campaign.pk, "mara"]), {"q": "teapot"}).content.decode()
+    edrin = client_of.get(reverse("remember", args=[campaign.pk, "Edrin"]), {"q": "teapot"}).content.decode()
+    aldric = client_of.get(reverse("remember", args=[campaign.pk, "aldric"]), {"q": "teapot"}).content.decode()
+    assert "What does Mara remember now?" in mara and "I hid the key in the teapot." in mara
+    assert "Someone hid something in the kitchen." not in mara
+    assert "Someone hid something in the kitchen." in edrin and "I hid the key" not in edrin
+    assert 'id="nothing-remembered"' in aldric
+    assert '<table class="grid small" id="recall-scores">' in mara and 'data-slot="perception:hid-key:mara"' in mara
+    assert "no story clock yet, so nothing fades" in mara
+    assert "accuracy (for checking only; never given to Mara)" in mara
+
+
+@pytest.mark.django_db(transaction=True)
+def test_the_page_shows_her_beliefs_about_where_things_are_beside_the_truth(client_of, owner):
+    campaign = played(owner, HOUSE, [move("Sally", "Hall")], [does("Anne", ("take", "marble"), ("put", "marble", "box"))],
+                      [move("Sally", "Room")])
+    page = client_of.get(reverse("remember", args=[campaign.pk, "sally"])).content.decode()
+    assert '<tr data-item="marble"><td>marble</td><td>in the box</td><td>in the box</td></tr>' in page
+    anne = client_of.get(reverse("remember", args=[campaign.pk, "anne"])).content.decode()
+    assert 'data-about="sally"' in anne
+
+
+@pytest.mark.django_db(transaction=True)
+def test_the_page_fragment_the_other_user_and_no_such_character(client_of, owner, outsider, client):
+    campaign = played(owner, KITCHEN, SCENE)
+    url = reverse("remember", args=[campaign.pk, "mara"])
+    fragment = client_of.get(url, {"q": "teapot"}, **HTMX).content.decode()
+    assert fragment.lstrip().startswith('<section id="remember-results"')
+    assert client_of.get(reverse("remember", args=[campaign.pk, "teapot"])).status_code == 404
+    assert client_of.get(reverse("remember", args=[campaign.pk, "nobody"])).status_code == 404
+    assert client_of.post(url).status_code == 405
+    client.force_login(outsider)
+    assert client.get(url).status_code == 404
+
+
+@pytest.mark.django_db(transaction=True)
+def test_model_written_wording_is_escaped_on_the_page(client_of, owner):
+    campaign = played(owner, KITCHEN, [*SCENE[:1], ev("perception", "Mara", "hid-key",
+                                                      "<script>alert('teapot')</script>")])
+    page = client_of.get(reverse("remember", args=[campaign.pk, "mara"]), {"q": "teapot"}).content.decode()
+    assert "<script>alert" not in page and "&lt;script&gt;alert" in page
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_configured_reranker_is_used_and_its_failure_falls_back_saying_why(client_of, owner, fake_ollama):
+    campaign = played(owner, KITCHEN, SCENE)
+    campaign.reranker_url = fake_ollama.url
+    campaign.save()
+    url = reverse("remember", args=[campaign.pk, "mara"])
+    page = client_of.get(url, {"q": "teapot"}).content.decode()
+    assert "rerank: used" in page
+    assert fake_ollama.bodies("/rerank")[0]["query"] == "teapot"
+    fake_ollama.fail_request("/rerank", 500, "model not loaded")
+    page = client_of.get(url, {"q": "teapot"}).content.decode()
+    assert "rerank: the reranker failed (" in page and "answered HTTP 500" in page and "fused scores only" in page
+    assert "I hid the key in the teapot." in page
+
+
+def test_a_campaign_without_a_world_has_no_beliefs_yet(client_of, owner):
+    campaign = make_campaign(owner)
+    page = client_of.get(reverse("minds_panel", args=[campaign.pk]), **HTMX).content.decode()
+    assert "Nobody is placed anywhere yet" in page
