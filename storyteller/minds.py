@@ -40,16 +40,17 @@ from .llm import failures, priority
 
 logger = logging.getLogger(__name__)
 
-# What one turn records at most: a scene's few events, each perceived by the few there.
-MAX_EVENTS = 6
-MAX_PERCEPTIONS = 16
-MAX_BELIEFS = 4
-MAX_NOTICES = 4
+# What one turn records at most: a scene's few events, each perceived by the few there. Kept small: a
+# model that fills every list (SmolLM2 does) writes until the limit, twice when the JSON breaks, on every turn.
+MAX_EVENTS = 4
+MAX_PERCEPTIONS = 10
+MAX_BELIEFS = 3
+MAX_NOTICES = 3
 MAX_LIST = 6
 SHORT = 60  # a name, an id, a tag
-LINE = 240  # an event's text, a wording, a belief
-# Six events and sixteen perceptions of two sentences each are about 900 tokens of JSON.
-MAX_TOKENS = 1200
+LINE = 200  # an event's text, a wording, a belief
+# Three events and eight perceptions of a sentence each are about 600 tokens of JSON.
+MAX_TOKENS = 800
 # Earlier events shown, so a perception learned later or a belief can name them.
 EARLIER_EVENTS = 8
 # Names listed: past these the prompt names only those in the scene or the turn.

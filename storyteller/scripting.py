@@ -107,7 +107,7 @@ def append(campaign, turns):
         action = story.PlayerAction(mode=turn.mode, text=turn.text, direction=turn.direction,
                                     tokens=node_tokens("player", turn.mode, turn.text))
         reply = story.Reply(text=turn.reply, tokens=node_tokens("narrator", "", turn.reply),
-                            report={"scripted": True, "budget": {}}, model="script", api="script")
+                            report={"scripted": True, "budget": {}, "sections": []}, model="script", api="script")
         node = story.commit_turn(campaign.pk, (campaign.head_branch_id, campaign.head_depth), action, reply)
         stored = apply_events(node, turn.events, source=StateEvent.Source.SCRIPT, attempt=1, model="script")
         if turn.corrections:
