@@ -327,6 +327,8 @@ class MindsRun(models.Model):
     applied = models.PositiveIntegerField(default=0)
     rejected = models.PositiveIntegerField(default=0)
     asked_again = models.BooleanField(default=False, help_text="The first answer had refusals and was asked again.")
+    note = models.TextField(blank=True, help_text="Why nothing was asked, in words.",
+                            validators=[MaxLengthValidator(REASON_CHARS)])
     indexed = models.PositiveIntegerField(default=0)
     embedded = models.PositiveIntegerField(default=0)
     embedding_note = models.TextField(blank=True, validators=[MaxLengthValidator(REASON_CHARS)])

@@ -97,6 +97,12 @@ RULES = """You record what the characters of an interactive story perceived in t
 - notices: where an item was openly seen or said to be in the turn (item, who said it, where they said it is, and to whom if told privately).
 Use the exact names given. Record nothing the turn does not show. Answer {"events": [], "perceptions": [], "beliefs": [], "notices": []} when nothing happened."""
 
+# Measured on the Kitchen's hiding turn: one minds call of the built-in SmolLM2-135M took 30 s of CPU and answered
+# an event whose participant is "Aldric, Mara, Mara, Mara…" and a perceiver "Aldric, Mara": validation refuses it
+# all. It is not asked, so a fresh machine's every turn does not pay that; a person's corrections still count.
+SMALL_MODEL = ("The built-in narrator is too small to record what the characters perceive, so it is not asked; "
+               "start Ollama (`ollama serve`) for a recorder that keeps their minds, or record them by hand.")
+
 AGAIN = ("Some of what you recorded was refused. Each refused entry, with the reason:\n{refusals}\n\n"
          "Answer again with the whole record for the turn, corrected: fix what can be fixed and leave out what "
          "cannot be recorded.")
@@ -118,10 +124,13 @@ async def record(node_id):
     job = await database_sync_to_async(_prepare)(node_id)
     if job is None:
         return None
-    status, counts, error, model = MindsRun.Status.WAITING, (0, 0, False), "", ""
+    status, counts, error, model, note = MindsRun.Status.WAITING, (0, 0, False), "", "", ""
     if job.recorded:
         narrator = await llm.anarrator_for(job.campaign.narrator_model or None)
         model = narrator.model
+    if job.recorded and model == llm.BUILTIN_MODEL:
+        status, note = MindsRun.Status.NOTHING, SMALL_MODEL
+    elif job.recorded:
         try:
             counts = await _record(job, narrator)
             status = MindsRun.Status.RECORDED if counts[0] + counts[1] else MindsRun.Status.NOTHING
@@ -129,15 +138,15 @@ async def record(node_id):
             if not isinstance(failure, (llm.NarratorError, TimeoutError)):
                 logger.exception("the minds recorder failed for node %s", node_id)
             status, error = MindsRun.Status.FAILED, _describe(failure, model)
-    indexed, embedded, note = 0, 0, ""
+    indexed, embedded, embedding_note = 0, 0, ""
     try:
         indexed = await database_sync_to_async(recall_index.sync)(job.campaign.pk)
-        embedded, note = await embed_missing(job.campaign)
+        embedded, embedding_note = await embed_missing(job.campaign)
     except Exception as failure:  # noqa: BLE001
         logger.exception("indexing minds failed for node %s", node_id)
         status, error = MindsRun.Status.FAILED, error or f"Indexing what characters perceived failed ({failure})."
     await database_sync_to_async(_record_run)(job, status=status, counts=counts, indexed=indexed, embedded=embedded,
-                                              note=note, error=error, model=model)
+                                              embedding_note=embedding_note, note=note, error=error, model=model)
     return status
 
 
@@ -326,12 +335,13 @@ async def embed_missing(campaign):
     return done, ""
 
 
-def _record_run(job, *, status, counts, indexed, embedded, note, error, model):
+def _record_run(job, *, status, counts, indexed, embedded, embedding_note, note, error, model):
     applied, rejected, asked_again = counts
     MindsRun.objects.update_or_create(node=job.node, defaults={
         "campaign": job.campaign, "status": status, "applied": applied, "rejected": rejected,
-        "asked_again": asked_again, "indexed": indexed, "embedded": embedded, "embedding_note": note[:2000],
-        "error": error[:2000], "attempts": job.attempt, "model": model})
+        "asked_again": asked_again, "indexed": indexed, "embedded": embedded,
+        "embedding_note": embedding_note[:2000], "note": note[:2000], "error": error[:2000], "attempts": job.attempt,
+        "model": model})
 
 
 def _describe(error, model):

@@ -119,6 +119,7 @@ def apply_events(node, payloads, *, source, author=None, attempt=0, model="", ma
         # A world file names thousands of things at once: read the (new) campaign's whole state instead.
         state = state_at(path, campaign) if source == StateEvent.Source.WORLD else state_for_events(path, campaign,
                                                                                                      events)
+        state.prefetch(minds.slots_for(state, events))  # what characters' minds records check, in one read
         outcomes = validate_batch(state, events, source, elsewhere=_elsewhere(path))
         events = _write_events(node, source, author, attempt, outcomes)
         _write_records(node, [

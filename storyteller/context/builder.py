@@ -18,6 +18,7 @@ from dataclasses import dataclass
 
 from django.db import connection
 
+from campaigns import state as story_state
 from campaigns.models import CanonRule
 from memory import checkpoints
 
@@ -82,8 +83,10 @@ def build(campaign, path, action, *, model="", api="", seed=None, query=None, me
     stable_hash = checkpoints.prefix_hash(system_text)
     lookup = checkpoints.look_up(path, stable_hash)
     remembered, memory_report = _memory_section(campaign, path, action, memory_query)
-    evoked, events_report = events_section.section(campaign, path, action, events_query, lookup.checkpoint)
-    tail = [*remembered, *([evoked] if evoked else []), *_state_section(campaign, path, action),
+    state_text, current = _turn_state(campaign, path, action)
+    evoked, events_report = events_section.section(campaign, path, action, events_query, lookup.checkpoint,
+                                                   current=current)
+    tail = [*remembered, *([evoked] if evoked else []), *_state_section(campaign, path, state_text, current),
             *_dynamic_tail(action)]
     for section in stable + tail:
         section.tokens = tokens.count(section.text)
@@ -178,14 +181,21 @@ def _report_knowledge(report, sections, retrieved, standing_dropped, spent):
     report["budget"]["unused"] -= spent
 
 
-def _state_section(campaign, path, action):
+def _turn_state(campaign, path, action):
+    """Return (the text relevance is judged from: the player's action and the reply it answers, the turn's part of
+    the state), read once for the events and state sections."""
+    last = path.nodes().filter(depth=path.head_depth).values_list("text", flat=True).first() or ""
+    text = f"{action.text}\n{last}"
+    return text, story_state.state_for_turn(path, campaign, text)
+
+
+def _state_section(campaign, path, text, current):
     """Return the current-state section, or none while the state is empty.
 
     It is protected and read after memories and knowledge, just before the
-    input; relevance is judged from the player's action and the reply it answers.
+    input; relevance is judged from ``text`` (``_turn_state``).
     """
-    last = path.nodes().filter(depth=path.head_depth).values_list("text", flat=True).first() or ""
-    section = state_section.section(campaign, path, f"{action.text}\n{last}")
+    section = state_section.section(campaign, path, text, current=current)
     return [section] if section else []
 
 

@@ -21,13 +21,14 @@ SUPERSEDED_HEADER = "Initial canon that no longer holds on this line (the curren
 TAGS = {"correction": "[correction]", "state": "[state]", "campaign": "[campaign settings]"}
 
 
-def section(campaign, path, text):
+def section(campaign, path, text, *, current=None):
     """Return the state Section for a turn after ``path`` whose action and last reply are ``text``.
 
+    ``current`` is the turn's part of the state when the caller has read it.
     Return None while the story has no state yet: the protagonist alone is
     already in the campaign profile.
     """
-    current = story_state.state_for_turn(path, campaign, text)
+    current = current if current is not None else story_state.state_for_turn(path, campaign, text)
     chosen = selection.select(current, text)
     # Where the protagonist is wrong about where things are: the narrator's to play, never to reveal.
     chosen.lines += whereabouts.mistaken_lines(current, whereabouts.minds_at(path, campaign), story_state.PROTAGONIST,

@@ -164,3 +164,22 @@ def test_an_answer_becomes_typed_events_with_the_applications_ids():
     edits, _ = minds.typed({**HIDING, "beliefs": [{"who": "Edrin", "id": "secret", "text": "Surely.",
                                                 "confidence": "sure"}]}, 7, held={("edrin", "secret")})
     assert edits[-1]["type"] == "belief_edit"
+
+
+async def test_the_built_in_narrator_is_not_asked_and_the_run_says_why(owner, settings):
+    from storyteller import llm
+
+    settings.STORYTELLER_LLM_URL_CONFIGURED = False
+    settings.STORYTELLER_LLM_URL = "http://127.0.0.1:9"  # nothing answers: the built-in narrator takes over
+    llm.forget_servers()
+    campaign = await sync_to_async(kitchen)(owner)
+    node = await sync_to_async(_played)(campaign)
+    await RecorderRun.objects.acreate(node_id=node, status="applied", model=llm.BUILTIN_MODEL)
+    assert await minds.record(node) == "nothing"
+    run = await MindsRun.objects.aget(node_id=node)
+    assert run.note.startswith("The built-in narrator is too small to record what the characters perceive")
+
+
+def _played(campaign):
+    from tests.campaigns.test_lineage import act
+    return act(campaign, "I listen.", TURN).head_branch.nodes.get(depth=2).pk
