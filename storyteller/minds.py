@@ -92,7 +92,7 @@ SCHEMA = _object({
 # The labels a perception's rightness takes are the schema's choices; the words never appear in a prompt.
 RULES = """You record what the characters of an interactive story perceived in the latest turn. Answer JSON with four lists.
 - events: what happened in the turn, each short, past tense and objective ("Mara hid the key in the teapot."), with an id of your choosing (e1, e2...), importance 1 (a trifle) to 5 (never to be forgotten), a few tags, the participants, the location and the items by their exact names, and a vague gist.
-- perceptions: for each event, how each character who was PRESENT or NEARBY saw or heard it, in that character's own words (what they think happened, which may be partial or mistaken), with how they learned it (witnessed; heard, for those nearby) and how right their version is (for checking only). Someone not present or nearby perceives nothing unless the turn shows them being told (told) or working it out (inferred). One perception per character per event; name the event by its id.
+- perceptions: for each event, how each character who was PRESENT or NEARBY saw or heard it, in that character's own words (what they think happened, which may be incomplete or mistaken), with how they learned it (witnessed; heard, for those nearby) and how right their version is (for checking only). Someone not present or nearby perceives nothing unless the turn shows them being told (told) or working it out (inferred). One perception per character per event; name the event by its id.
 - beliefs: an understanding a character formed beyond one event ("Aldric is the thief"), with how sure they are and the events (ids) of their own perceptions that support or contradict it.
 - notices: where an item was openly seen or said to be in the turn (item, who said it, where they said it is, and to whom if told privately).
 Use the exact names given. Record nothing the turn does not show. Answer {"events": [], "perceptions": [], "beliefs": [], "notices": []} when nothing happened."""
@@ -159,12 +159,19 @@ async def _record(job, narrator):
     asked_again = False
     if refusals and job.campaign.memory_verify:
         asked_again = True
-        messages = [*job.messages, {"role": "assistant", "content": json.dumps(reply, ensure_ascii=False)},
+        messages = [*job.messages, {"role": "assistant", "content": json.dumps(_unlabelled(reply), ensure_ascii=False)},
                     {"role": "user", "content": AGAIN.format(refusals="\n".join(refusals))}]
         events, _ = await database_sync_to_async(_checked)(job, _answer(await ask(messages), narrator.model))
     stored = await database_sync_to_async(_apply)(job, events, narrator.model)
     applied = sum(1 for event in stored if event.status == "applied")
     return applied, len(stored) - applied, asked_again
+
+
+def _unlabelled(reply):
+    """Return the answer without its accuracy labels: shown back to the model, it is a prompt, and none carries one."""
+    perceptions = [{k: v for k, v in entry.items() if k != "accuracy"} if isinstance(entry, dict) else entry
+                   for entry in reply.get("perceptions", [])]
+    return {**reply, "perceptions": perceptions}
 
 
 def _prepare(node_id):

@@ -85,6 +85,10 @@ async def test_a_refused_draft_is_asked_for_again_with_its_reason_and_never_stor
     assert again.startswith("Some of what you recorded was refused.")
     assert "- perception Aldric e1: Aldric was not present or nearby when it happened at Kitchen" in again
     assert second["messages"][-2]["role"] == "assistant", "the refused draft is shown back"
+    for request in (first, second):
+        for message in request["messages"]:
+            for label in ("accuracy", "accurate", "partial", "wrong"):
+                assert label not in message["content"], (label, message["role"])
     run = await MindsRun.objects.aget(node_id=result.node_id)
     assert (run.status, run.applied, run.rejected, run.asked_again) == ("recorded", 4, 0, True)
     stored = [e async for e in StateEvent.objects.filter(node_id=result.node_id, payload__type="perception")]
