@@ -7,6 +7,9 @@ from .state.registry import OP_FIELDS, TYPES
 
 
 class CampaignForm(forms.ModelForm):
+    reranker_url = forms.URLField(required=False, max_length=300, assume_scheme="http", label="Reranker URL",
+                                  help_text=Campaign._meta.get_field("reranker_url").help_text)
+
     class Meta:
         model = Campaign
         fields = [
@@ -14,6 +17,8 @@ class CampaignForm(forms.ModelForm):
             "point_of_view", "prose_length", "dialogue_density", "descriptive_richness", "violence_level",
             "pacing", "style_notes", "narrator_rules",
             "context_token_budget", "max_output_tokens", "temperature",
+            "memory_recall", "memory_over_retrieve", "memory_diversity", "memory_associate", "memory_flaky",
+            "memory_verify", "reranker_url",
         ]
         widgets = {
             "opening": forms.Textarea(attrs={"rows": 6}),
@@ -22,9 +27,14 @@ class CampaignForm(forms.ModelForm):
             "narrator_rules": forms.Textarea(attrs={"rows": 3}),
         }
 
+    # Characters' recall: a form that leaves one out keeps the campaign's value (the seed's default when new).
+    RECALL_NUMBERS = ("memory_recall", "memory_over_retrieve", "memory_diversity", "memory_associate")
+
     def __init__(self, *args, window=None, model="", **kwargs):
         """`window`: what the narrator `model` can read at once, if its server says; a new budget starts there."""
         super().__init__(*args, **kwargs)
+        for name in self.RECALL_NUMBERS:
+            self.fields[name].required = False
         field = self.fields["context_token_budget"]
         if window and not self.instance.pk:
             self.initial["context_token_budget"] = min(window, self.initial.get("context_token_budget", field.initial))
@@ -34,6 +44,12 @@ class CampaignForm(forms.ModelForm):
             field.help_text += (f" The server does not say how much the narrator model, {model}, reads at once: "
                                 "keep the budget within what it was started with.")
 
+    def clean_reranker_url(self):
+        url = self.cleaned_data.get("reranker_url", "")
+        if url and not url.startswith(("http://", "https://")):
+            raise forms.ValidationError("Give the reranking server's address as http://host:port (or leave it empty).")
+        return url
+
     def clean_context_token_budget(self):
         value = self.cleaned_data["context_token_budget"]
         if value < 512:
@@ -42,6 +58,9 @@ class CampaignForm(forms.ModelForm):
 
     def clean(self):
         cleaned = super().clean()
+        for name in self.RECALL_NUMBERS:
+            if name in cleaned and cleaned[name] is None:
+                cleaned[name] = getattr(self.instance, name)
         budget, output = cleaned.get("context_token_budget"), cleaned.get("max_output_tokens")
         if budget and output and output + 64 >= budget // 2:
             self.add_error(

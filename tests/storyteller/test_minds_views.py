@@ -176,3 +176,27 @@ def test_a_campaign_without_a_world_has_no_beliefs_yet(client_of, owner):
     campaign = make_campaign(owner)
     page = client_of.get(reverse("minds_panel", args=[campaign.pk]), **HTMX).content.decode()
     assert "Nobody is placed anywhere yet" in page
+
+
+def _edit(client, campaign, **changes):
+    data = {"title": campaign.title, "genre": "mystery", "protagonist": campaign.protagonist,
+            "point_of_view": "second", "prose_length": "medium", "dialogue_density": "medium",
+            "descriptive_richness": "medium", "violence_level": "low", "context_token_budget": 4096,
+            "max_output_tokens": 200, "temperature": 0.8, "memory_flaky": "on", "memory_verify": "on",
+            "canon-TOTAL_FORMS": "0", "canon-INITIAL_FORMS": "0", **changes}
+    return client.post(reverse("campaign_edit", args=[campaign.pk]), data)
+
+
+def test_the_campaign_form_sets_what_characters_remember_and_refuses_what_cannot_be(client_of, owner):
+    from campaigns.models import Campaign
+
+    campaign = played(owner, KITCHEN, [])
+    assert _edit(client_of, campaign, memory_recall=3, memory_diversity=0.5, memory_associate=0,
+                 reranker_url="http://127.0.0.1:8012").status_code == 302
+    saved = Campaign.objects.get(pk=campaign.pk)
+    assert (saved.memory_recall, saved.memory_diversity, saved.memory_associate, saved.reranker_url) == (
+        3, 0.5, 0, "http://127.0.0.1:8012")
+    assert saved.memory_flaky and saved.memory_verify and saved.memory_over_retrieve == 4
+    page = _edit(client_of, campaign, memory_recall=61, memory_diversity=1.5).content.decode()
+    assert "Ensure this value is less than or equal to 60." in page and "less than or equal to 1.0" in page
+    assert Campaign.objects.get(pk=campaign.pk).memory_recall == 3
