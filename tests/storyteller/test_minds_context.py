@@ -118,3 +118,41 @@ def test_the_narrator_is_told_which_evoked_events_the_protagonist_does_not_know(
     summarise_through(campaign, 2)
     section, _ = events_section(campaign, "Where is the iron key?")
     assert "- [narrator only] Mara hid the iron key in the teapot." in section.text
+
+
+# Played turns: the events query joins the turn's one embedding request, and what was given counts a recall.
+
+import pytest  # noqa: E402
+from asgiref.sync import sync_to_async  # noqa: E402
+
+from campaigns.models import Node  # noqa: E402
+from memory.models import RecallUse  # noqa: E402
+from storyteller.llm.scripted import vector_for  # noqa: E402
+from tests.storyteller.test_recorder import play  # noqa: E402
+
+
+def _embedded_kitchen(owner):
+    from memory import recall_index
+
+    campaign = script(kitchen(owner), [HID], [], [])
+    summarise_through(campaign, 2)
+    pending = list(recall_index.needing_vectors(campaign.pk, "nomic-embed-text").values_list("id", "text"))
+    recall_index.store_vectors(campaign.pk, "nomic-embed-text", [(pk, vector_for(text)) for pk, text in pending])
+    return campaign
+
+
+@pytest.mark.django_db(transaction=True)
+async def test_a_played_turn_embeds_the_events_query_with_the_others_and_counts_what_it_gave(owner,
+                                                                                           narrator_server):
+    campaign = await sync_to_async(_embedded_kitchen)(owner)
+    narrator_server.script("The teapot is cold.")
+    result = await play(campaign, "Is anything inside the teapot?")
+    embeds = [body for body in narrator_server.bodies("/api/embed")
+              if any(text.startswith("search_query:") for text in body["input"])]
+    assert len(embeds) == 1, "one embedding request for every query the turn needs"
+    assert embeds[0]["input"][-1] == "search_query: Is anything inside the teapot?"
+    node = await Node.objects.select_related("snapshot").aget(pk=result.node_id)
+    report = node.snapshot.report["events"]
+    assert report["semantic"]["used"] and [entry["slot"] for entry in report["used"]] == ["event:hid-key"]
+    [use] = [u async for u in RecallUse.objects.filter(campaign=campaign)]
+    assert (use.owner, use.slot, use.branch_id, use.depth) == ("", "event:hid-key", node.branch_id, node.depth)
