@@ -56,7 +56,7 @@ def minds_correct(request, pk):
         return render_panel(request, campaign, error=f"Nothing was changed: {event.reason}.")
     recall_index.sync(campaign.pk)
     back = request.POST.get("who", "")
-    if back and not request.htmx:
+    if back and back == story_state.key_for(back) and not request.htmx:  # a character's key, nothing else
         return redirect(reverse("remember", args=[campaign.pk, back]) + "?corrected=1")
     return render_panel(request, campaign, message="Corrected. Characters recall it from the next turn.")
 

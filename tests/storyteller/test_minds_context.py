@@ -2,10 +2,19 @@
 
 import json
 
+import pytest
+from asgiref.sync import sync_to_async
+
 from campaigns import lineage, worldfile
+from campaigns.models import Node
 from campaigns.state import PROTAGONIST, state_at, whereabouts, world
+from memory import checkpoints
+from memory.models import RecallUse
 from storyteller import scripting
-from storyteller.context import Action, build
+from storyteller.context import Action, build, prefix_hash
+from storyteller.llm.scripted import vector_for
+from tests.campaigns.test_minds import KITCHEN
+from tests.storyteller.test_recorder import play
 from tests.storyteller.test_whereabouts import HOUSE, does, move
 
 
@@ -61,9 +70,6 @@ def test_the_character_view_carries_where_the_character_believes_things_are(owne
 
 # The events section (WP3 scenario 14): evoked, and folded out of the verbatim story.
 
-from memory import checkpoints  # noqa: E402
-from storyteller.context import prefix_hash  # noqa: E402
-from tests.campaigns.test_minds import KITCHEN  # noqa: E402
 
 HID = {"type": "event", "object": "hid-key", "value": "Mara hid the iron key in the teapot.",
        "data": {"importance": 3, "tags": ["secret"], "participants": ["Mara"], "location": "Kitchen",
@@ -121,14 +127,6 @@ def test_the_narrator_is_told_which_evoked_events_the_protagonist_does_not_know(
 
 
 # Played turns: the events query joins the turn's one embedding request, and what was given counts a recall.
-
-import pytest  # noqa: E402
-from asgiref.sync import sync_to_async  # noqa: E402
-
-from campaigns.models import Node  # noqa: E402
-from memory.models import RecallUse  # noqa: E402
-from storyteller.llm.scripted import vector_for  # noqa: E402
-from tests.storyteller.test_recorder import play  # noqa: E402
 
 
 def _embedded_kitchen(owner):

@@ -200,3 +200,14 @@ def test_the_campaign_form_sets_what_characters_remember_and_refuses_what_cannot
     page = _edit(client_of, campaign, memory_recall=61, memory_diversity=1.5).content.decode()
     assert "Ensure this value is less than or equal to 60." in page and "less than or equal to 1.0" in page
     assert Campaign.objects.get(pk=campaign.pk).memory_recall == 3
+
+
+def test_a_correction_from_the_page_returns_to_it_and_a_strange_return_address_is_ignored(client_of, owner):
+    campaign = played(owner, KITCHEN, SCENE)
+    url = reverse("minds_correct", args=[campaign.pk])
+    response = client_of.post(url, {"type": "perception_edit", "subject": "mara", "object": "hid-key",
+                                    "value": "I tucked the key away.", "who": "mara"})
+    assert response.status_code == 302
+    assert response["Location"] == reverse("remember", args=[campaign.pk, "mara"]) + "?corrected=1"
+    odd = client_of.post(url, {"type": "belief", "subject": "mara", "value": "All is well.", "who": "../admin/"})
+    assert odd.status_code == 200 and "Corrected." in odd.content.decode()
