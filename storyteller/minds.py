@@ -103,6 +103,9 @@ Use the exact names given. Record nothing the turn does not show. Answer {"event
 SMALL_MODEL = ("The built-in narrator is too small to record what the characters perceive, so it is not asked; "
                "start Ollama (`ollama serve`) for a recorder that keeps their minds, or record them by hand.")
 
+TURNED_OFF = ("Recording what the characters perceive is turned off (STORYTELLER_RECORD_MINDS); record it by hand "
+              "in the Who believes what panel.")
+
 AGAIN = ("Some of what you recorded was refused. Each refused entry, with the reason:\n{refusals}\n\n"
          "Answer again with the whole record for the turn, corrected: fix what can be fixed and leave out what "
          "cannot be recorded.")
@@ -125,10 +128,12 @@ async def record(node_id):
     if job is None:
         return None
     status, counts, error, model, note = MindsRun.Status.WAITING, (0, 0, False), "", "", ""
-    if job.recorded:
+    if job.recorded and settings.STORYTELLER_RECORD_MINDS:
         narrator = await llm.anarrator_for(job.campaign.narrator_model or None)
         model = narrator.model
-    if job.recorded and model == llm.BUILTIN_MODEL:
+    if job.recorded and not settings.STORYTELLER_RECORD_MINDS:
+        status, note = MindsRun.Status.NOTHING, TURNED_OFF
+    elif job.recorded and model == llm.BUILTIN_MODEL:
         status, note = MindsRun.Status.NOTHING, SMALL_MODEL
     elif job.recorded:
         try:
