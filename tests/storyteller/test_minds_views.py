@@ -211,3 +211,17 @@ def test_a_correction_from_the_page_returns_to_it_and_a_strange_return_address_i
     assert response["Location"] == reverse("remember", args=[campaign.pk, "mara"]) + "?corrected=1"
     odd = client_of.post(url, {"type": "belief", "subject": "mara", "value": "All is well.", "who": "../admin/"})
     assert odd.status_code == 200 and "Corrected." in odd.content.decode()
+
+
+def test_the_admin_lists_events_perceptions_beliefs_and_the_minds_runs(admin_client, owner):
+    played(owner, KITCHEN, [*SCENE, ev("belief", "Edrin", "secret", "Mara hides things.",
+                                                  data={"supports": ["hid-key"]})])
+    events = admin_client.get(reverse("admin:campaigns_eventrecord_changelist"), {"q": "teapot"}).content.decode()
+    assert "Mara hid the iron key in the teapot." in events and "perception:" not in events
+    perceptions = admin_client.get(reverse("admin:campaigns_perceptionrecord_changelist")).content.decode()
+    assert "Someone hid something in the kitchen." in perceptions and "partial" in perceptions
+    assert "accuracy (checking only)" in perceptions.lower()
+    beliefs = admin_client.get(reverse("admin:campaigns_beliefrecord_changelist")).content.decode()
+    assert "Mara hides things." in beliefs and "perception:hid-key:protagonist" in beliefs
+    for name in ("memory_mindsrun", "memory_recallitem"):
+        assert admin_client.get(reverse(f"admin:{name}_changelist")).status_code == 200
