@@ -215,7 +215,7 @@ def test_a_correction_from_the_page_returns_to_it_and_a_strange_return_address_i
 
 def test_the_admin_lists_events_perceptions_beliefs_and_the_minds_runs(admin_client, owner):
     played(owner, KITCHEN, [*SCENE, ev("belief", "Edrin", "secret", "Mara hides things.",
-                                                  data={"supports": ["hid-key"]})])
+                                       data={"supports": ["hid-key"]})])
     events = admin_client.get(reverse("admin:campaigns_eventrecord_changelist"), {"q": "teapot"}).content.decode()
     assert "Mara hid the iron key in the teapot." in events and "perception:" not in events
     perceptions = admin_client.get(reverse("admin:campaigns_perceptionrecord_changelist")).content.decode()
