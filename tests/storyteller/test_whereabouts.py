@@ -334,3 +334,23 @@ def test_the_per_line_cache_answers_as_a_fresh_reading_does(db, tmp_path):
     for depth in range(path.head_depth + 1):
         whereabouts.forget()
         assert whereabouts.minds_at(path.capped(depth), campaign).as_json() == grown[depth], depth
+
+
+def test_a_recording_that_lands_after_the_next_turn_is_read_in_its_place(db, tmp_path):
+    """The recorder of turn 2 may finish after turn 3 was played: its records go before turn 3's, not after."""
+    from campaigns import lineage
+    from campaigns.models import Campaign, Node
+    from campaigns.state import apply_events, whereabouts
+
+    play(tmp_path, [move("Sally", "Hall")], [], [move("Sally", "Room")])
+    campaign = Campaign.objects.get(pk=_latest())
+    path = lineage.path_of(campaign)
+    assert whereabouts.minds_at(path, campaign).believes("sally")["marble"] == "basket"
+    late = Node.objects.get(campaign=campaign, depth=4)  # turn 2, while Sally was in the hall
+    apply_events(late, [does("Anne", ("take", "marble"), ("put", "marble", "box"), ("close", "box"))],
+                 source="recorder", attempt=2, mark=False)
+    cached = whereabouts.minds_at(path, campaign).as_json()
+    whereabouts.forget()
+    assert cached == whereabouts.minds_at(path, campaign).as_json()
+    # Read after turn 3 she would have watched it go into the box; read in its place, it was done while she was out.
+    assert cached["sally"]["believes"]["marble"] is None, "back at turn 3: not in the basket, the box shut"
