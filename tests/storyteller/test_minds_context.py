@@ -154,3 +154,18 @@ async def test_a_played_turn_embeds_the_events_query_with_the_others_and_counts_
     assert report["semantic"]["used"] and [entry["slot"] for entry in report["used"]] == ["event:hid-key"]
     [use] = [u async for u in RecallUse.objects.filter(campaign=campaign)]
     assert (use.owner, use.slot, use.branch_id, use.depth) == ("", "event:hid-key", node.branch_id, node.depth)
+
+
+@pytest.mark.django_db(transaction=True)
+async def test_the_inspector_shows_the_events_given_and_why(owner, narrator_server):
+    from django.test import AsyncClient
+    from django.urls import reverse
+
+    campaign = await sync_to_async(_embedded_kitchen)(owner)
+    narrator_server.script("The teapot is cold.")
+    result = await play(campaign, "Is anything inside the teapot?")
+    client = AsyncClient()
+    await client.aforce_login(owner)
+    page = (await client.get(reverse("inspector", args=[campaign.pk, result.node_id]))).content.decode()
+    assert 'id="section-events"' in page and 'id="events-used"' in page
+    assert '<tr data-slot="event:hid-key">' in page and "meaning compared with nomic-embed-text" in page
