@@ -125,6 +125,27 @@ class Campaign(models.Model):
                                      "consolidation also runs after four turns"),
         help_text="New things waiting before the world author completes their passages and relationships "
                   "(it also does after four turns).")
+    # Characters' recall (seed 002 memory.*, decision D9: settings a form checks), and the optional reranker.
+    memory_flaky = models.BooleanField(
+        default=True, help_text="Memories fade with story time (once the story clock runs); off: recalled exactly.")
+    memory_recall = models.PositiveSmallIntegerField(
+        default=12, validators=[MinValueValidator(1), MaxValueValidator(60)],
+        help_text="How many memories a character recalls at once.")
+    memory_over_retrieve = models.PositiveSmallIntegerField(
+        default=4, validators=[MinValueValidator(1), MaxValueValidator(10)],
+        help_text="Candidates looked at per memory recalled (at most 60 in all).")
+    memory_diversity = models.FloatField(
+        default=0.3, validators=[MinValueValidator(0.0), MaxValueValidator(1.0)],
+        help_text="How much near-duplicate memories are held back, 0 (not at all) to 1.")
+    memory_associate = models.PositiveSmallIntegerField(
+        default=2, validators=[MaxValueValidator(10)],
+        help_text="Important memories brought along by what was recalled (0: none).")
+    memory_verify = models.BooleanField(
+        default=True, help_text="When the recorder's events, perceptions or beliefs are refused, ask it once more "
+                                "with the reasons before keeping any.")
+    reranker_url = models.URLField(
+        max_length=300, blank=True,
+        help_text="An optional reranking server (POST /rerank, as llama.cpp and TEI answer); empty: none.")
 
     # The head: where the story currently stands. Every read of the story
     # starts from here through ``lineage.path_of``.
@@ -403,6 +424,30 @@ class ItemRecord(StateRecord):
     class Meta:
         proxy = True
         verbose_name = "item record"
+
+
+class EventRecord(StateRecord):
+    """The admin's list of recorded events (``event:<id>``: sealed once written), on every line."""
+
+    class Meta:
+        proxy = True
+        verbose_name = "event record"
+
+
+class PerceptionRecord(StateRecord):
+    """The admin's list of perceptions (``perception:<event>:<who>``), accuracy labels included, on every line."""
+
+    class Meta:
+        proxy = True
+        verbose_name = "perception record"
+
+
+class BeliefRecord(StateRecord):
+    """The admin's list of beliefs (``belief:<who>:<id>``), on every line."""
+
+    class Meta:
+        proxy = True
+        verbose_name = "belief record"
 
 
 class RecorderRun(models.Model):

@@ -25,9 +25,9 @@ from dataclasses import dataclass
 
 from campaigns import lineage
 from campaigns.models import Node, RecorderRun
-from memory.models import CheckpointRun, MemoryRun
+from memory.models import CheckpointRun, MemoryRun, MindsRun
 
-from . import compaction, llm, memories, recorder
+from . import compaction, llm, memories, minds, recorder
 from .llm import priority
 
 logger = logging.getLogger(__name__)
@@ -47,6 +47,8 @@ class Step:
 # waiting behind a long summary).
 STEPS = [
     Step(recorder.record, "Recording what the reply changed…", "Recording", RecorderRun),
+    # The recorder's second call (D11): what the characters perceived, then the recall index.
+    Step(minds.record, "Recording what the characters perceived…", "Minds step", MindsRun),
     Step(memories.remember, "Writing memories…", "Memory step", MemoryRun),
     Step(compaction.checkpoint, "Writing the summary…", "Summary step", CheckpointRun),
 ]

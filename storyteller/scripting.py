@@ -18,7 +18,9 @@ from dataclasses import dataclass
 
 from campaigns import lineage, story
 from campaigns.models import Campaign, Node, StateEvent
-from campaigns.state import apply_events, state_at, world
+from campaigns.state import apply_events, state_at, whereabouts, world
+
+from memory import recall_index
 
 from .context import node_tokens
 
@@ -105,7 +107,7 @@ def append(campaign, turns):
         action = story.PlayerAction(mode=turn.mode, text=turn.text, direction=turn.direction,
                                     tokens=node_tokens("player", turn.mode, turn.text))
         reply = story.Reply(text=turn.reply, tokens=node_tokens("narrator", "", turn.reply),
-                            report={"scripted": True, "budget": {}}, model="script", api="script")
+                            report={"scripted": True, "budget": {}, "sections": []}, model="script", api="script")
         node = story.commit_turn(campaign.pk, (campaign.head_branch_id, campaign.head_depth), action, reply)
         stored = apply_events(node, turn.events, source=StateEvent.Source.SCRIPT, attempt=1, model="script")
         if turn.corrections:
@@ -114,6 +116,7 @@ def append(campaign, turns):
                      "type": event.payload.get("type", ""), "status": event.status, "reason": event.reason}
                     for event in stored]
     campaign.refresh_from_db()
+    recall_index.sync(campaign.pk)  # what characters perceived and believe, searchable as a turn leaves it
     return results
 
 
@@ -125,7 +128,7 @@ def state_after(campaign, depth):
     line = path.capped(depth)
     node = line.nodes().filter(depth=depth).values_list("pk", "branch_id").get()
     return {"campaign": campaign.pk, "depth": depth, "node": node[0], "branch": node[1],
-            **world.snapshot(state_at(line, campaign))}
+            **world.snapshot(state_at(line, campaign)), "minds": whereabouts.minds_at(line, campaign).as_json()}
 
 
 def campaign_for(pk):

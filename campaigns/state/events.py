@@ -23,7 +23,7 @@ from django.utils import timezone
 
 from .. import lineage
 from ..models import Campaign, Node, RecorderRun, StateEvent, StateRecord
-from . import world
+from . import minds, world  # noqa: F401 — each registers its event types in the one table
 from .reading import (ENTITY_KINDS, PROTAGONIST, Record, fact_slot, key_for, normalize, state_at, state_for_events,
                       thread_slot)
 from .registry import (STORY, EVERYONE, MAX_NAME, MAX_TEXT, PEOPLE, PROPOSERS, TYPES, Check, Outcome, Rejected, clean,
@@ -99,16 +99,17 @@ def validate_batch(state, events, source, *, elsewhere=lambda key: False):
     return outcomes
 
 
-def apply_events(node, payloads, *, source, author=None, attempt=0, model=""):
+def apply_events(node, payloads, *, source, author=None, attempt=0, model="", mark=True):
     """Validate ``payloads`` in order against the state after ``node`` and write them in one transaction.
 
     Every event is stored, applied or rejected with its reason. For the
     recorder, the node's RecorderRun becomes "applied" in the same transaction,
-    and a node already recorded is left alone (a retry that raced a success).
-    Return the stored StateEvents.
+    and a node already recorded is left alone (a retry that raced a success);
+    with ``mark`` False (the recorder's second call, whose run is its own) the
+    RecorderRun is not touched. Return the stored StateEvents.
     """
     with transaction.atomic():
-        if source in PROPOSERS and not _mark_recorded(node, attempt, model):
+        if source in PROPOSERS and mark and not _mark_recorded(node, attempt, model):
             return []
         # Only what the state reader uses (bench "state": 0.1 ms where the whole row through the ORM took 0.8).
         campaign = Campaign.objects.raw(f"SELECT id, created_at, protagonist FROM {Campaign._meta.db_table}"
@@ -118,6 +119,7 @@ def apply_events(node, payloads, *, source, author=None, attempt=0, model=""):
         # A world file names thousands of things at once: read the (new) campaign's whole state instead.
         state = state_at(path, campaign) if source == StateEvent.Source.WORLD else state_for_events(path, campaign,
                                                                                                      events)
+        state.prefetch(minds.slots_for(state, events))  # what characters' minds records check, in one read
         outcomes = validate_batch(state, events, source, elsewhere=_elsewhere(path))
         events = _write_events(node, source, author, attempt, outcomes)
         _write_records(node, [
@@ -440,7 +442,8 @@ def _mark(check, event):
 
 
 # What the recorder (and a script) may propose after a turn, and what a person may also do by correction.
-RECORDER_TYPES = types_for("recorder")
+# (The state call's; events, perceptions and beliefs have a call of their own: decision D11.)
+RECORDER_TYPES = tuple(name for name in types_for("recorder") if TYPES[name].call == "")
 CORRECTION_TYPES = types_for("correction")
 
 

@@ -575,11 +575,12 @@ def place_view(state, place, viewer=None, *, everything=False, cap=True):
                      left_out, unseen)
 
 
-def character_view(state, who):
+def character_view(state, who, minds=None):
     """Return what ``who`` sees and knows now: its place, those there, its relationships to them, what it knows of.
 
     The known entities are names only: knowing a place reveals neither who
-    nor what is in it (seed 「实体知识」).
+    nor what is in it (seed 「实体知识」). With ``minds`` (``whereabouts.minds_at``),
+    also where ``who`` believes things are, and where it thinks those present believe them.
     """
     place = state.location_of(who)
     view = place_view(state, place, who) if place else None
@@ -590,6 +591,8 @@ def character_view(state, who):
         "place": view,
         "relationships": {key: toward[key] for key in present if key in toward},
         "known": known_entities(state, who),
+        "believes": minds.believes(who) if minds is not None else {},
+        "believes_about": {key: minds.believes_about(who, key) for key in present} if minds is not None else {},
     }
 
 

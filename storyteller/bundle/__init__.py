@@ -43,7 +43,7 @@ from campaigns.models import Branch, Campaign, Node
 from campaigns.state import lore
 from knowledge import importer, lorebooks
 from knowledge.models import Source
-from memory import checkpoints
+from memory import checkpoints, recall_index
 from memory.models import Checkpoint
 
 from .. import context
@@ -106,6 +106,7 @@ def import_bundle(owner, data):
     passages = [importer.cut(row.values["text"], row.values["filename"]) for row in bundle.tables["sources"]]
     with transaction.atomic():
         campaign, sources = _write(owner, bundle, passages)
+    recall_index.sync(campaign.pk)  # derived: rebuilt from the records (its vectors at the next minds step)
     for source in sources:
         importer.embed_source(source)
     return campaign
@@ -377,7 +378,7 @@ def _write(owner, bundle, passages):
         if rule is not None:
             pk = created["canon_rules"][rule].pk
             row.values |= {"slot": f"canon:{pk}", "subject": str(pk)}
-    for name in ("state_records", "recorder_runs", "memories", "memory_runs"):
+    for name in ("state_records", "recorder_runs", "memories", "memory_runs", "recall_uses"):
         created[name] = _create(rows.BY_NAME[name], bundle.tables[name], created, campaign)
     head = created["branches"][bundle.campaign.links["head_branch"]]
     Campaign.objects.filter(pk=campaign.pk).update(

@@ -32,7 +32,7 @@ from campaigns.models import (
 )
 from campaigns.state.events import MAX_TEXT
 from knowledge.models import Source
-from memory.models import Checkpoint, Memory, MemoryRun
+from memory.models import Checkpoint, Memory, MemoryRun, RecallUse
 
 from .reading import refuse
 
@@ -115,6 +115,8 @@ CAMPAIGN_FIELDS = (
     "max_output_tokens", "temperature", "narrator_model", "embed_model", "head_depth", "created_at", "updated_at",
     "game_master", "max_rounds", "max_characters", "offstage_per_turn", "offstage_per_character", "offstage_summary",
     "authoring_enabled", "authoring_per_turn", "authoring_consolidate_after",
+    # Characters' recall. Not the reranker's address: an imported bundle is never a reason to make a request.
+    "memory_flaky", "memory_recall", "memory_over_retrieve", "memory_diversity", "memory_associate", "memory_verify",
 )
 CAMPAIGN_LINKS = {"head_branch": ("branches", False)}
 
@@ -151,6 +153,10 @@ TABLES = (
     Table("memory", "checkpoints", Checkpoint, "campaign",
           ("depth", "source_start", "source_end", "text", "tokens", "source_hash", "stable_prefix_hash",
            "schema_version", "prompt_version", "origin", "model", "created_at"),
+          {"branch": ("branches", False)}),
+    # What characters recalled is play history (it lengthens what they remember); the recall index it
+    # refers to by slot is derived and rebuilt from the state records after the import.
+    Table("memory", "recall_uses", RecallUse, "campaign", ("depth", "owner", "slot"),
           {"branch": ("branches", False)}),
     Table("knowledge", "sources", Source, "campaign",
           ("title", "filename", "classification", "enabled", "hidden", "always_include", "notes", "text",

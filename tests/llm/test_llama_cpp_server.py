@@ -62,8 +62,10 @@ def signed_in(user):
 
 
 async def test_three_turns_recorded_with_negotiated_output_counted_tokens_and_no_window_said_plainly(
-    real_narrator, story, owner
+    real_narrator, story, owner, settings
 ):
+    # The state's recording is what this test is about; what the server makes of the minds call is the next test.
+    settings.STORYTELLER_RECORD_MINDS = False
     chunks = []
     for action in ("I knock on the abbey gate.", "I ask the monk about the silver key.", "I follow him inside."):
         result = await play(story, action, chunks.append)
@@ -93,6 +95,29 @@ async def test_three_turns_recorded_with_negotiated_output_counted_tokens_and_no
     window = re.search(r'data-fact="window">(.*?)</dd>', row, re.S).group(1)
     assert "not reported" in window and "budget of 4096 tokens is used" in window
     assert "json_object with the schema" in re.search(r'data-fact="structured">(.*?)</dd>', row, re.S).group(1)
+
+
+async def test_the_minds_call_is_answered_in_the_negotiated_mode_and_checked(real_narrator, owner):
+    from campaigns import worldfile
+    from memory.models import MindsRun
+    from storyteller import minds
+    from tests.campaigns.test_lineage import act
+    from tests.campaigns.test_minds import KITCHEN
+
+    def played():
+        campaign, _ = worldfile.create_campaign(owner, worldfile.read(KITCHEN.read_bytes()), memory_verify=False,
+                                                temperature=0.0)
+        node = act(campaign, "I listen at the door.", "In the kitchen, Mara slips the iron key into the teapot.")
+        RecorderRun.objects.create(node=node.head_branch.nodes.get(depth=2), status="applied")
+        return node.head_branch.nodes.get(depth=2).pk
+
+    node = await sync_to_async(played)()
+    status = await minds.record(node)
+    run = await MindsRun.objects.aget(node_id=node)
+    # SmolLM2 answers what it answers: recorded, nothing, or refused in words; never a transport failure.
+    assert status in ("recorded", "nothing", "failed"), status
+    assert not TRANSPORT.search(run.error), run.error
+    assert status != "failed" or run.error.endswith("choose a larger narrator model."), run.error
 
 
 async def test_a_reply_streams_over_the_websocket_and_stop_ends_generation_on_the_server(real_narrator, owner):
