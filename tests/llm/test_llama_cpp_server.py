@@ -124,16 +124,27 @@ async def test_a_reply_streams_over_the_websocket_and_stop_ends_generation_on_th
     story = await sync_to_async(make_campaign)(owner, max_output_tokens=1500)
     communicator, connected = await connect(story, owner)
     assert connected
-    await communicator.send_json_to({"mode": "do", "text": "Tell me, at great length, the whole history of the abbey."})
-    words = 0
-    while words < 3:  # the reply has begun
-        words += (await communicator.receive_from(timeout=120)).startswith(CHUNK)
-    busy_from = real_narrator.cpu_seconds()
-    await asyncio.sleep(1.0)
-    generating = real_narrator.cpu_seconds() - busy_from
-    await communicator.send_json_to({"action": "stop"})
-    frames = await frames_until_end(communicator, timeout=30)
-    assert "Stopped. Nothing was saved." in frames[-1]
+    # A 135M model sometimes ends its reply on its own within a second; a reply that ends before Stop is a
+    # committed turn, not a failure of Stop, so the test asks again (at most three times).
+    for _attempt in range(3):
+        nodes_before = await Node.objects.filter(campaign=story).acount()
+        await communicator.send_json_to({"mode": "do", "text": "Tell me, at great length, the whole history of the abbey."})
+        words = 0
+        while words < 3:  # the reply has begun
+            words += (await communicator.receive_from(timeout=120)).startswith(CHUNK)
+        busy_from = real_narrator.cpu_seconds()
+        await asyncio.sleep(0.5)
+        generating = real_narrator.cpu_seconds() - busy_from
+        await communicator.send_json_to({"action": "stop"})
+        frames = await frames_until_end(communicator, timeout=30)
+        if "Stopped. Nothing was saved." in frames[-1]:
+            break
+        for _second in range(120):  # a committed turn's own calls after it (the recorder) finish first
+            idle_from = real_narrator.cpu_seconds()
+            await asyncio.sleep(1.0)
+            if real_narrator.cpu_seconds() - idle_from <= 0.02:
+                break
+    assert "Stopped. Nothing was saved." in frames[-1], "the model ended its reply before Stop three times"
 
     await asyncio.sleep(0.5)  # the server notices the closed connection at its next token
     idle_from = real_narrator.cpu_seconds()
@@ -142,7 +153,7 @@ async def test_a_reply_streams_over_the_websocket_and_stop_ends_generation_on_th
     # The server says it let go of the generation; its CPU time says it stopped (a clock tick is 10 ms, and
     # even a machine busy with other work gives a generating server several ticks a second).
     assert "Disconnected from client" in real_narrator.output()
-    assert generating >= 0.03, f"the server was not generating before Stop ({generating:.2f} s of CPU in 1 s)"
+    assert generating >= 0.02, f"the server was not generating before Stop ({generating:.2f} s of CPU in 0.5 s)"
     assert after_stop <= 0.02, f"the server kept generating after Stop ({after_stop:.2f} s of CPU in 1 s)"
-    assert await Node.objects.filter(campaign=story).acount() == 1
+    assert await Node.objects.filter(campaign=story).acount() == nodes_before  # a stopped turn keeps nothing
     await communicator.disconnect()
