@@ -1,0 +1,316 @@
+"""The game master's turn (seed 002 回合结构; docs/voices.md "The pipeline"): rounds of voices, then the narration.
+
+``play`` runs the rounds of one turn and returns what they did, writing
+nothing: the game master answers ``GM_ROUND`` (what the player's move and
+the characters' did, who acts next and why, whether to narrate), the
+resolution checks it on a copy of the state, each activated character
+answers ``CHARACTER_REPLY`` from its brief, and what a character tries
+(a move, its items) is resolved at once with its own rights: along open
+exits, never forcing a lock. Refusals go back to the game master in its
+next step's tail. ``turns`` streams the narration and commits everything
+once (``commit``).
+
+Every prompt of the game master keeps the narrator's prompt as it is —
+stable prefix, summary, history — and adds the round's news to its last
+message only, so a model server reuses its cache across steps and turns
+(the 200-turn prefix-reuse gate). No model call is made on the database
+thread or inside a transaction; the reads go through
+``database_sync_to_async``.
+"""
+
+from dataclasses import dataclass, field
+
+from channels.db import database_sync_to_async
+
+from campaigns.models import Round, StateEvent
+from campaigns.state import PROTAGONIST, apply_events, lore, minds, state_at, world
+from campaigns.state.authoring import Request
+from memory import recall, recall_index
+
+from .. import llm
+from . import author, briefs, resolution, rounds, schemas
+from .limits import limits_of
+
+SOURCE = StateEvent.Source.WORLD  # the game master's rights: a world file's
+# A game-master step writes at most five actors and eight activations; 700 tokens of JSON close it.
+GM_TOKENS = 700
+# A character says a few sentences (CHARACTER_REPLY's bounds: 600 + 300 characters).
+CHARACTER_TOKENS = 400
+NARRATION_TOKENS = 120
+
+GM_RULES = """You are the game master of this story this turn. Resolve the player's action against the world, then say which characters with the player react, and why.
+- resolve_round.actors: what the player's character and the characters did that changes the world (a move to a place, item changes, variable changes), each under its exact name. Leave it empty when nothing changes.
+- activate_characters: who reacts in this round (only characters with the player; never the player's character), each with a short reason.
+- expand_world: ask for a new person, place or thing only when the story truly needs it; otherwise leave need empty.
+- narrate: true when the round's outcome should now be told to the player; false to let another round play.
+Answer with the JSON only."""
+
+CHARACTER_RULES = """You are one character of an interactive story, acting for yourself this round. You know only what your brief says: never speak of what you could not know. Answer in your own voice: what you say aloud (speech), what you do (action), where you go (moves_to: a place you know, or ""), the item changes you make, and lore: the title of one lore entry on your list you want to look up first (or ""). Keep it short."""
+
+NARRATE = ("Narrate now, in the story's voice and in prose, the outcome of the player's action and of the rounds "
+           "above. The characters' lines are shown to the player already: do not repeat them word for word. Never "
+           "state anything the refusals above forbid.")
+
+
+@dataclass
+class RoundPlayed:
+    """One game-master round as it played: what goes into its Round row and the report."""
+
+    number: int
+    resolution: dict
+    activated: list  # [{"who", "why"}]
+    outputs: list  # [{"speaker", "name", "text", "action"}]
+    briefs: dict
+    events: list  # the applied events, in order: committed with the turn
+    travel_seconds: int = 0
+    elapsed_seconds: int | None = None
+    tail: str = ""  # the game master's prompt tail of the round
+    answer: dict = field(default_factory=dict)
+    recalled: dict = field(default_factory=dict)  # who -> slots its brief recalled
+
+    def row(self):
+        return {"number": self.number, "kind": Round.Kind.GM, "elapsed_seconds": self.elapsed_seconds or 0,
+                "resolution": self.resolution, "activated": self.activated, "outputs": self.outputs,
+                "briefs": self.briefs}
+
+
+@dataclass
+class Played:
+    rounds: list
+    narration_messages: list
+    proposals: list  # the world author's created Proposals
+    rolls: list  # [{"check", "who", "reason", "round"}]
+    report: dict
+
+
+class StepFailed(Exception):
+    """The game master's step could not be played; the message says what happened."""
+
+
+async def play(campaign, path, ctx, narrator, *, on_voice=None):
+    """Play the rounds of one turn after ``ctx`` (the narrator's Context for the player's action) on ``path``.
+
+    ``on_voice(kind, data)``, if given, is awaited as each round begins
+    (``"round"``) and as each character speaks (``"voice"``), for the play
+    page. Raise StepFailed when a game-master step fails; nothing is written.
+    """
+    limits = limits_of(campaign)
+    state = await database_sync_to_async(_read)(campaign, path)
+    entries = await database_sync_to_async(_lore_entries)(campaign, state)
+    head, last = ctx.messages[:-1], ctx.messages[-1]["content"]
+    done, played, proposals, rolls, news = [], [], [], [], []
+    report = {"rounds": [], "author": []}
+    activation = None
+    options = llm.ChatOptions(num_predict=GM_TOKENS, num_ctx=campaign.context_token_budget, temperature=0.3)
+    round_state = state
+    while True:
+        try:
+            planned = rounds.plan_round(done, activation, max_rounds=limits.max_rounds)
+        except rounds.Refused:
+            break
+        tail = _gm_tail(round_state, planned.number, limits.max_rounds, news)
+        try:
+            step = await narrator.complete_json([*head, {"role": "user", "content": f"{last}\n\n{tail}"}],
+                                                schemas.GM_ROUND, options)
+        except llm.NarratorError as error:
+            raise StepFailed(f"The game master's step of round {planned.number} failed: {error}") from error
+        news = []
+        resolved = resolution.resolve(round_state, step.get("resolve_round") or {})
+        round_state = resolved.state
+        news += [f"Refused ({where}): {reason}" for where, reason in resolved.refused]
+        for n, roll in enumerate(step.get("rolls") or []):
+            rolls.append({**roll, "round": planned.number})
+        need = (step.get("expand_world") or {}).get("need", "")
+        if need:
+            proposal = await author.ask(narrator, round_state,
+                                        Request(need, step["expand_world"].get("what", "")), limits=limits,
+                                        turn=campaign.head_depth // 2 + 1,
+                                        created_before=sum(len(p.created) for p in proposals))
+            report["author"].append({"round": planned.number, "status": proposal.status, "reason": proposal.reason,
+                                     "reuse": proposal.reuse, "created": list(proposal.created)})
+            news.append(f"The world author {proposal.status}: {proposal.reason or proposal.reuse}")
+            if proposal.status == "created":
+                proposals.append(proposal)
+                round_state = proposal.state
+        present = [key for key in round_state.present() if key != PROTAGONIST
+                   and world.kind_of(round_state, key) == "character"]
+        activation = rounds.activate([(a.get("who", ""), a.get("why", "")) for a in step.get("activate_characters")
+                                      or []], present=present, resolve=round_state.resolve,
+                                     name_of=round_state.name_of, max_characters=limits.max_characters)
+        news += [f"Not activated ({name}): {reason}" for name, reason in activation.refused]
+        this = RoundPlayed(planned.number, {**(step.get("resolve_round") or {}),
+                                            "refused": [list(r) for r in resolved.refused]},
+                           [{"who": key, "why": activation.why[key]} for key in activation.acting], [], {},
+                           resolved.applied(), resolved.travel_seconds, resolved.elapsed_seconds, tail, step)
+        if activation.refused:
+            this.resolution["not_activated"] = [list(r) for r in activation.refused]
+        if on_voice is not None:
+            await on_voice("round", {"number": planned.number, "activated": [
+                {"who": key, "name": round_state.name_of(key), "why": activation.why[key]}
+                for key in activation.acting]})
+        heard = [f"The player's character ({round_state.name_of(PROTAGONIST)}) acted: {_action_line(ctx)}"]
+        for who in activation.acting:
+            round_state = await _character(campaign, path, narrator, round_state, who, entries, heard, this, news,
+                                           on_voice)
+        done.append(rounds.Planned(planned.number, rounds.GM, tuple(activation.acting)))
+        played.append(this)
+        report["rounds"].append({"number": this.number, "prompt_tail": tail, "answer": step,
+                                 "refused": this.resolution["refused"],
+                                 "not_activated": this.resolution.get("not_activated", [])})
+        if step.get("narrate"):
+            break
+    narration = "\n\n".join([last, _outcome(round_state, played, news), NARRATE])
+    report["narration_tail"] = narration[len(last) + 2:]
+    return Played(played, [*head, {"role": "user", "content": narration}], proposals, rolls, report)
+
+
+async def _character(campaign, path, narrator, state, who, entries, heard, this, news, on_voice):
+    """Have ``who`` answer from its brief; resolve what it tries with its own rights; return the round's state."""
+    name = state.name_of(who)
+    given, slots = await database_sync_to_async(_given)(campaign, path, state, who, entries, "\n".join(heard))
+    brief = briefs.compose(state, who, given)
+    this.briefs[who] = brief.data()
+    this.recalled[who] = slots
+    messages = [{"role": "system", "content": CHARACTER_RULES},
+                {"role": "user", "content": f"{brief.text}\n\nThis round so far:\n" + "\n".join(heard)
+                                            + f"\n\nAnswer as {name}."}]
+    options = llm.ChatOptions(num_predict=CHARACTER_TOKENS, num_ctx=campaign.context_token_budget, temperature=0.7)
+    try:
+        reply = await narrator.complete_json(messages, schemas.CHARACTER_REPLY, options)
+        wanted = _lore_key(reply.get("lore", ""), entries, state, who)
+        if wanted:
+            messages.append({"role": "assistant", "content": f'{{"lore": "{reply["lore"]}"}}'})
+            messages.append({"role": "user", "content": f"{wanted.title}: {wanted.text}\n\nNow answer, with lore "
+                                                        "\"\"."})
+            reply = await narrator.complete_json(messages, schemas.CHARACTER_REPLY, options)
+    except llm.NarratorError as error:
+        news.append(f"{name} stayed silent: the model did not answer for them ({error})")
+        this.outputs.append({"speaker": who, "name": name, "text": "", "action": "", "failed": str(error)})
+        return state
+    speech, action = (reply.get("speech") or "").strip(), (reply.get("action") or "").strip()
+    this.outputs.append({"speaker": who, "name": name, "text": speech, "action": action})
+    heard.append(f"{name}" + (f" said: “{speech}”" if speech else " said nothing") + (f"; did: {action}"
+                                                                                      if action else ""))
+    if on_voice is not None:
+        await on_voice("voice", {"round": this.number, "who": who, "name": name, "text": speech, "action": action})
+    tried = {"who": name, "moves_to": reply.get("moves_to") or "", "ignore_exits": False,
+             "item_changes": reply.get("item_changes") or [], "variable_changes": []}
+    if not tried["moves_to"] and not tried["item_changes"]:
+        return state
+    resolved = resolution.resolve(state, {"actors": [tried]})
+    this.events += resolved.applied()
+    this.travel_seconds = max(this.travel_seconds, resolved.travel_seconds)
+    this.resolution.setdefault("characters", []).append(
+        {**tried, "refused": [list(r) for r in resolved.refused]})
+    news += [f"Refused ({name}, {where}): {reason}" for where, reason in resolved.refused]
+    return resolved.state
+
+
+def _lore_key(asked, entries, state, who):
+    if not asked:
+        return None
+    for entry in lore.recallable(entries, lore.known_lore(state, who)):
+        if asked.strip().lower() in (entry.key.lower(), entry.title.lower()):
+            return entry
+    return None
+
+
+def _read(campaign, path):
+    return state_at(path, campaign)
+
+
+def _lore_entries(campaign, state):
+    from knowledge import lorebooks  # the pipeline knows every app; imported here to keep startup light
+
+    return [*lorebooks.entries_of(campaign.pk), *lore.world_lore(state)]
+
+
+def _given(campaign, path, state, who, entries, heard):
+    """Return (briefs.Given, recalled slots) for ``who``: what minds and lore hand its brief (database reads)."""
+    place = state.location_of(who)
+    people = frozenset(k for k in state.at(place) if k != who)
+    situation = recall.Situation(text=heard, people=people, location=place)
+    found = recall_index.recall(path, campaign, who, situation, minds.clock_ms(state), flaky=campaign.memory_flaky,
+                                recall=min(campaign.memory_recall, briefs.MAX_MEMORIES))
+    memories = [m.text for m in found.memories if not m.associated]
+    associated = [m.text for m in found.memories if m.associated]
+    titles = tuple(lore.titles(entries, lore.known_lore(state, who)))
+    given = briefs.Given(lore=titles, memories=tuple(memories), associated=tuple(associated))
+    return given, [m.slot for m in found.memories]
+
+
+def _gm_tail(state, number, most, news):
+    name = state.name_of
+    place = state.place()
+    here = [key for key in state.at(place) if key != PROTAGONIST and world.kind_of(state, key) == "character"]
+    lines = [GM_RULES, "", f"Round {number} of at most {most}.",
+             f"The player's character: {name(PROTAGONIST)}" + (f", at {name(place)}" if place else ""),
+             "Characters with the player: " + ("; ".join(name(k) for k in here) or "none")]
+    if news:
+        lines += ["", "Since your last step:", *(f"- {line}" for line in news)]
+    return "\n".join(lines)
+
+
+def _action_line(ctx):
+    action = ctx.report.get("action") or {}
+    return action.get("text") or ctx.messages[-1]["content"].rsplit("\n", 1)[-1][:300]
+
+
+def _outcome(state, played, news):
+    lines = ["What happened this turn (the game master's notes):"]
+    for this in played:
+        lines.append(f"Round {this.number}:")
+        for output in this.outputs:
+            if output["text"] or output["action"]:
+                lines.append(f"- {output['name']}" + (f" said: “{output['text']}”" if output["text"] else "")
+                             + (f" ({output['action']})" if output["action"] else ""))
+        lines += [f"- refused: {where}: {reason}" for where, reason in this.resolution.get("refused", [])]
+    lines += [f"- {line}" for line in news]
+    return "\n".join(lines)
+
+
+async def narration_step(narrator, messages, narration):
+    """Return what the narration did (``NARRATION``: the announced beats it took up, whether a new stage begins).
+
+    The recorder waits for a stage boundary (docs/voices.md, step 6); a
+    failure here is recorded and costs the turn nothing.
+    """
+    asked = [*messages, {"role": "assistant", "content": narration},
+             {"role": "user", "content": "Which announced beats did that narration take up (their names), and does a "
+                                         "new stage of the story begin with it (a new scene, place or day)?"}]
+    options = llm.ChatOptions(num_predict=NARRATION_TOKENS, temperature=0.0)
+    try:
+        answer = await narrator.complete_json(asked, schemas.NARRATION, options)
+    except llm.NarratorError as error:
+        return {"text": narration, "addressed": [], "new_stage": False, "error": str(error)}
+    return {"text": narration, "addressed": list(answer.get("addressed") or []),
+            "new_stage": bool(answer.get("new_stage")), "error": ""}
+
+
+def transcript(played, narration):
+    """Return the reply node's text: each character's lines, then the narration (what history carries on)."""
+    lines = [f"{o['name']}: “{o['text']}”" + (f" ({o['action']})" if o["action"] else "")
+             for this in played.rounds for o in this.outputs if o["text"] or o["action"]]
+    return "\n\n".join([*lines, narration]) if lines else narration
+
+
+def commit(node, played, narration):
+    """Write the rounds of ``played`` under reply ``node``, with their events, in the caller's transaction.
+
+    Each round's applied events go in order with the game master's rights
+    (source ``world``), then the world author's created proposals; the
+    last round's outputs end with the narration.
+    """
+    for n, this in enumerate(played.rounds):
+        row = this.row()
+        if n == len(played.rounds) - 1:
+            row["outputs"] = [*row["outputs"], {"speaker": rounds.GM, "name": "", "text": narration, "action": ""}]
+        Round.objects.create(node=node, **row)
+        if this.events:
+            apply_events(node, this.events, source=SOURCE)
+    for proposal in played.proposals:
+        author.commit(node, proposal)
+    for this in played.rounds:
+        for who, slots in this.recalled.items():
+            if slots:
+                recall_index.record_use(node.campaign_id, (node.branch_id, node.depth), who, slots)
