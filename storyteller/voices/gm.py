@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from channels.db import database_sync_to_async
 
 from campaigns.models import Round, StateEvent
-from campaigns.state import PROTAGONIST, apply_events, lore, minds, state_at, world
+from campaigns.state import PROTAGONIST, apply_events, lore, minds, normalize, selection, state_at, whereabouts, world
 from campaigns.state.authoring import Request
 from memory import recall, recall_index
 
@@ -235,8 +235,25 @@ def _given(campaign, path, state, who, entries, heard):
     memories = [m.text for m in found.memories if not m.associated]
     associated = [m.text for m in found.memories if m.associated]
     titles = tuple(lore.titles(entries, lore.known_lore(state, who)))
-    given = briefs.Given(lore=titles, memories=tuple(memories), associated=tuple(associated))
+    given = briefs.Given(lore=titles, memories=tuple(memories), associated=tuple(associated),
+                         whereabouts=_believed(state, whereabouts.minds_at(path, campaign), who, heard))
     return given, [m.slot for m in found.memories]
+
+
+def _believed(state, minds, who, text):
+    """Return where ``who`` believes things are, as lines: what the round names and what is about it first."""
+    named = selection.mentioned(state, text)
+    place = state.location_of(who)
+
+    believed = minds.believes(who)
+
+    def nearest(item):
+        # By where it believes the thing is, never by the truth: the order must tell it nothing.
+        holder = believed[item]
+        return item not in named, place not in (holder, state.location_of(holder or "")), normalize(state.name_of(item))
+
+    return tuple(f"the {state.name_of(item)}: {whereabouts.where(state, believed[item])}"
+                 for item in sorted(believed, key=nearest))
 
 
 def _gm_tail(state, number, most, news):

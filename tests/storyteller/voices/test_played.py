@@ -88,3 +88,146 @@ async def test_a_game_master_turn_plays_rounds_of_voices_then_streams_the_narrat
     node = await Node.objects.select_related("snapshot").aget(pk=result.node_id)
     assert "Mara: “It is mine, child.”" in node.text and node.text.endswith("The kitchen falls quiet.")
     assert node.snapshot.report["voices"]["rounds"][0]["answer"]["activate_characters"][0]["who"] == "Mara"
+
+
+# --- bounds (WP4 scenario 1, through a played turn) -----------------------------------------------------------------
+
+
+def gm_prompts(server):
+    """Return the last user message of every game-master step the server was asked, in order."""
+    return [body["messages"][-1]["content"] for body in server.bodies("/api/chat")
+            if isinstance(body.get("format"), dict) and "activate_characters" in body["format"]["properties"]]
+
+
+async def test_a_turn_stops_at_max_rounds_and_counts_a_round_of_the_players_move_alone(owner, narrator_server):
+    campaign = await sync_to_async(game)(owner, max_rounds=2)
+    narrator_server.script_gm(gm(narrate=False), gm([("Mara", "she answers")], narrate=False),
+                              gm([("Aldric", "never asked")]))
+    narrator_server.script_characters(says("Yes?"))
+    result, _ = await play(campaign)
+    played = await rounds_of(result.node_id)
+    assert [(r["number"], [a["who"] for a in r["activated"]]) for r in played] == [(1, []), (2, ["mara"])]
+    assert len(gm_prompts(narrator_server)) == 2, "no third step: the player's move alone counted as a round"
+    assert "Round 2 of at most 2." in gm_prompts(narrator_server)[1]
+
+
+async def test_activation_past_the_bounds_is_refused_with_the_reason_and_told_to_the_game_master(
+        owner, narrator_server):
+    document = scene_document()
+    document["characters"].append({"name": "Tomas", "description": "a carter", "place": "Hall"})
+    campaign = await sync_to_async(game)(owner, document, max_characters=1)
+    narrator_server.script_gm(gm([("Mara", "first"), ("Aldric", "second"), ("Edrin", "the player"),
+                                  ("Tomas", "away"), ("Ghost", "nobody")], narrate=False), gm())
+    narrator_server.script_characters(says("Only me."))
+    result, _ = await play(campaign)
+    first, second = await rounds_of(result.node_id)
+    assert [a["who"] for a in first["activated"]] == ["mara"]
+    refused = dict(first["resolution"]["not_activated"])
+    assert "at most 1 characters act in one round (max_characters); Mara were activated first" in refused["Aldric"]
+    assert "the player's character never acts on its own" in refused["Edrin"]
+    assert "Tomas is not with the player" in refused["Tomas"]
+    assert "nobody in the story is called 'Ghost'" in refused["Ghost"]
+    tail = gm_prompts(narrator_server)[1]
+    assert "Not activated (Aldric): at most 1 characters" in tail and "Not activated (Tomas)" in tail
+    assert [o["speaker"] for o in first["outputs"]] == ["mara"]
+
+
+# --- resolve_round through a played turn (WP4 scenario 2) -------------------------------------------------------------
+
+
+def walled_document():
+    """The scene, with the Yard reached only through the locked back door (no way round by the Hall)."""
+    document = scene_document()
+    document["exits"] = [e for e in document["exits"] if "Yard" not in (e["from"], e["to"]) or e.get("state")]
+    return document
+
+
+@sync_to_async
+def world_of(campaign):
+    from campaigns import lineage
+    from campaigns.state import state_at
+
+    campaign = Campaign.objects.get(pk=campaign.pk)
+    state = state_at(lineage.path_of(campaign), campaign)
+    return {"mara": state.location_of("mara"), "knife": state.holder_of("knife"),
+            "events": list(StateEvent.objects.filter(campaign=campaign, source="world", node__depth__gt=0)
+                           .values_list("payload__type", "status"))}
+
+
+async def test_a_blocked_route_is_refused_and_told_while_the_rounds_item_changes_commit_with_the_turn(
+        owner, narrator_server):
+    campaign = await sync_to_async(game)(owner, walled_document())
+    narrator_server.script_gm(
+        gm([("Mara", "she wants out")], [actor("Edrin", ops=[{"op": "take", "item": "knife"}])], narrate=False),
+        gm())
+    narrator_server.script_characters(says("I am going out.", "tries the back door", moves_to="Yard"))
+    result, _ = await play(campaign)
+    first, _second = await rounds_of(result.node_id)
+    [tried] = first["resolution"]["characters"]
+    assert tried["moves_to"] == "Yard" and "back door" in tried["refused"][0][1] and "locked" in tried["refused"][0][1]
+    assert "Refused (Mara, actors[1].moves_to): Mara cannot get there" in gm_prompts(narrator_server)[1]
+    now = await world_of(campaign)
+    assert now["mara"] == "kitchen", "a refused move moves nobody"
+    assert now["knife"] == "protagonist"
+    assert ("item_changes", "applied") in now["events"] and not any(t == "move" for t, _ in now["events"])
+
+
+async def test_a_failed_narration_leaves_neither_the_rounds_nor_their_changes(owner, narrator_server):
+    campaign = await sync_to_async(game)(owner, walled_document())
+    narrator_server.script_gm(gm([("Mara", "she answers")], [actor("Edrin", ops=[{"op": "take", "item": "knife"}])]))
+    narrator_server.script_characters(says("Careful with that."))
+    narrator_server.script("The knife glints and then")
+    narrator_server.fail_mid_stream(after_chunks=2)
+    nodes = await Node.objects.acount()
+    with pytest.raises(turns.TurnFailed, match="Nothing was saved"):
+        await play(campaign)
+    assert await Node.objects.acount() == nodes
+    assert await Round.objects.acount() == 0
+    now = await world_of(campaign)
+    assert now["knife"] == "kitchen" and now["events"] == []
+
+
+async def test_a_game_master_step_that_is_not_its_json_fails_the_turn_in_words_and_saves_nothing(
+        owner, narrator_server):
+    campaign = await sync_to_async(game)(owner)
+    narrator_server.script_gm("not json at all", "still not json")
+    nodes = await Node.objects.acount()
+    with pytest.raises(turns.TurnFailed) as failed:
+        await play(campaign)
+    assert "The game master's step of round 1 failed" in str(failed.value)
+    assert "Nothing was saved." in str(failed.value)
+    assert await Node.objects.acount() == nodes and await Round.objects.acount() == 0
+
+
+async def test_a_character_whose_model_answer_fails_stays_silent_and_the_game_master_is_told(owner, narrator_server):
+    campaign = await sync_to_async(game)(owner)
+    narrator_server.script_gm(gm([("Mara", "first"), ("Aldric", "second")], narrate=False), gm())
+    narrator_server.script_characters("nope", "still nope", says("I heard that."))
+    result, _ = await play(campaign)
+    first, _ = await rounds_of(result.node_id)
+    assert [(o["speaker"], o["text"]) for o in first["outputs"]] == [("mara", ""), ("aldric", "I heard that.")]
+    assert first["outputs"][0]["failed"]
+    assert "Mara stayed silent" in gm_prompts(narrator_server)[1]
+
+
+async def test_stopping_a_game_master_turn_during_the_narration_saves_nothing(owner, narrator_server):
+    import asyncio
+
+    campaign = await sync_to_async(game)(owner)
+    narrator_server.script_gm(gm([("Mara", "she answers")]))
+    narrator_server.script_characters(says("Well?"))
+    narrator_server.script("One two three four five six seven eight nine ten eleven twelve.")
+    narrator_server.chunk_delay(0.1)
+    streamed = asyncio.Event()
+
+    async def relay(chunk):
+        streamed.set()
+
+    nodes = await Node.objects.acount()
+    task = asyncio.create_task(turns.play_turn(campaign.pk, Action(mode="do", text="wait"), relay))
+    await asyncio.wait_for(streamed.wait(), 10)
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    narrator_server.chunk_delay(0)
+    assert await Node.objects.acount() == nodes and await Round.objects.acount() == 0
