@@ -140,14 +140,13 @@ async def play(campaign, path, ctx, narrator, *, on_voice=None):
         news += [f"Not activated ({name}): {reason}" for name, reason in activation.refused]
         this = RoundPlayed(planned.number, {**(step.get("resolve_round") or {}),
                                             "refused": [list(r) for r in resolved.refused]},
-                           [{"who": key, "why": activation.why[key]} for key in activation.acting], [], {},
+                           [{"who": key, "name": round_state.name_of(key), "why": activation.why[key]}
+                            for key in activation.acting], [], {},
                            resolved.applied(), resolved.travel_seconds, resolved.elapsed_seconds, tail, step)
         if activation.refused:
             this.resolution["not_activated"] = [list(r) for r in activation.refused]
         if on_voice is not None:
-            await on_voice("round", {"number": planned.number, "activated": [
-                {"who": key, "name": round_state.name_of(key), "why": activation.why[key]}
-                for key in activation.acting]})
+            await on_voice("round", {"number": planned.number, "activated": this.activated})
         heard = [f"The player's character ({round_state.name_of(PROTAGONIST)}) acted: {_action_line(ctx)}"]
         for who in activation.acting:
             round_state = await _character(campaign, path, narrator, round_state, who, entries, heard, this, news,
@@ -169,7 +168,7 @@ async def _character(campaign, path, narrator, state, who, entries, heard, this,
     name = state.name_of(who)
     given, slots = await database_sync_to_async(_given)(campaign, path, state, who, entries, "\n".join(heard))
     brief = briefs.compose(state, who, given)
-    this.briefs[who] = brief.data()
+    this.briefs[who] = {**brief.data(), "name": name}
     this.recalled[who] = slots
     messages = [{"role": "system", "content": CHARACTER_RULES},
                 {"role": "user", "content": f"{brief.text}\n\nThis round so far:\n" + "\n".join(heard)
@@ -192,7 +191,7 @@ async def _character(campaign, path, narrator, state, who, entries, heard, this,
     heard.append(f"{name}" + (f" said: “{speech}”" if speech else " said nothing") + (f"; did: {action}"
                                                                                       if action else ""))
     if on_voice is not None:
-        await on_voice("voice", {"round": this.number, "who": who, "name": name, "text": speech, "action": action})
+        await on_voice("voice", {"round": this.number, "speaker": who, "name": name, "text": speech, "action": action})
     tried = {"who": name, "moves_to": reply.get("moves_to") or "", "ignore_exits": False,
              "item_changes": reply.get("item_changes") or [], "variable_changes": []}
     if not tried["moves_to"] and not tried["item_changes"]:
