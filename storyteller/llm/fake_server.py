@@ -353,7 +353,8 @@ def voice_default(schema: dict, messages: list):
 
     The game master activates everyone its prompt lists with the player
     (``Characters with the player: A; B``) and narrates after that round; a
-    character says who it is and the first thing its brief remembers. Any
+    character says who it is, where it believes the first thing its brief
+    lists is, and the first thing it remembers. Any
     other schema: None (the smallest matching JSON).
     """
     properties = schema.get("properties") or {}
@@ -369,7 +370,10 @@ def voice_default(schema: dict, messages: list):
         answer = example_for(schema)
         name = re.findall(r"^Answer as (.+)\.$", last, re.MULTILINE)
         memory = re.search(r"^What you remember \(your own version\)\n- (.+)$", last, re.MULTILINE)
+        believed = re.search(r"^Where you last saw things[^\n]*\n- (.+)$", last, re.MULTILINE)
         speech = f"I am {name[-1] if name else 'here'}."
+        if believed:
+            speech += f" As far as I know, {believed.group(1)}."
         if memory:
             speech += f" I remember: {memory.group(1)}"
         answer["speech"] = speech[:600]
