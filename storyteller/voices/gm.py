@@ -11,9 +11,10 @@ next step's tail. ``turns`` streams the narration and commits everything
 once (``commit``).
 
 Every prompt of the game master keeps the narrator's prompt as it is —
-stable prefix, summary, history — and adds the round's news to its last
-message only, so a model server reuses its cache across steps and turns
-(the 200-turn prefix-reuse gate). No model call is made on the database
+stable prefix, summary, history — with the game master's rules added to its
+system message and the round's news to its last message only, so a model
+server reuses its cache across steps and turns (the 200-turn prefix-reuse
+gate). No model call is made on the database
 thread or inside a transaction; the reads go through
 ``database_sync_to_async``.
 """
@@ -23,7 +24,8 @@ from dataclasses import dataclass, field
 from channels.db import database_sync_to_async
 
 from campaigns.models import Round, StateEvent
-from campaigns.state import PROTAGONIST, apply_events, lore, minds, normalize, selection, state_at, whereabouts, world
+from campaigns.state import (PROTAGONIST, apply_events, authoring, lore, minds, normalize, selection, state_at,
+                             state_for_turn, whereabouts, world)
 from campaigns.state.authoring import Request
 from memory import recall, recall_index
 
@@ -38,12 +40,12 @@ GM_TOKENS = 700
 CHARACTER_TOKENS = 400
 NARRATION_TOKENS = 120
 
-GM_RULES = """You are the game master of this story this turn. Resolve the player's action against the world, then say which characters with the player react, and why.
-- resolve_round.actors: what the player's character and the characters did that changes the world (a move to a place, item changes, variable changes), each under its exact name. Leave it empty when nothing changes.
-- activate_characters: who reacts in this round (only characters with the player; never the player's character), each with a short reason.
+GM_RULES = """This story is played by a game master and its characters. When you are asked for a game master's step, answer its JSON:
+- resolve_round.actors: what the player's character and the characters did that changes the world (a move to a place, item changes, variable changes), each under its exact name; empty when nothing changes.
+- activate_characters: who reacts in this round (only characters with the player, never the player's character), each with a short reason.
 - expand_world: ask for a new person, place or thing only when the story truly needs it; otherwise leave need empty.
 - narrate: true when the round's outcome should now be told to the player; false to let another round play.
-Answer with the JSON only."""
+When you are asked to narrate, write the story's prose as its narrator, never JSON."""
 
 CHARACTER_RULES = """You are one character of an interactive story, acting for yourself this round. You know only what your brief says: never speak of what you could not know. Answer in your own voice: what you say aloud (speech), what you do (action), where you go (moves_to: a place you know, or ""), the item changes you make, and lore: the title of one lore entry on your list you want to look up first (or ""). Keep it short."""
 
@@ -95,10 +97,13 @@ async def play(campaign, path, ctx, narrator, *, on_voice=None):
     page. Raise StepFailed when a game-master step fails; nothing is written.
     """
     limits = limits_of(campaign)
-    state = await database_sync_to_async(_read)(campaign, path)
+    state = await database_sync_to_async(_read)(campaign, path, _action_line(ctx))
     entries = await database_sync_to_async(_lore_entries)(campaign, state)
-    head, last = ctx.messages[:-1], ctx.messages[-1]["content"]
-    done, played, proposals, rolls, news = [], [], [], [], []
+    # The game master's rules join the stable prefix (the system message), so every step and the narration
+    # share it and the history with the previous turn's; only the round's news is new (the prefix-reuse gate).
+    head = with_rules(ctx.messages)
+    last = ctx.messages[-1]["content"]
+    done, played, proposals, rolls, news, applied = [], [], [], [], [], []
     report = {"rounds": [], "author": []}
     activation = None
     options = llm.ChatOptions(num_predict=GM_TOKENS, num_ctx=campaign.context_token_budget, temperature=0.3)
@@ -108,21 +113,24 @@ async def play(campaign, path, ctx, narrator, *, on_voice=None):
             planned = rounds.plan_round(done, activation, max_rounds=limits.max_rounds)
         except rounds.Refused:
             break
-        tail = _gm_tail(round_state, planned.number, limits.max_rounds, news)
+        tail, present = await database_sync_to_async(_round_view)(round_state, planned.number, limits.max_rounds,
+                                                                    news)
         try:
             step = await narrator.complete_json([*head, {"role": "user", "content": f"{last}\n\n{tail}"}],
                                                 schemas.GM_ROUND, options)
         except llm.NarratorError as error:
             raise StepFailed(f"The game master's step of round {planned.number} failed: {error}") from error
         news = []
-        resolved = resolution.resolve(round_state, step.get("resolve_round") or {})
+        resolved = await database_sync_to_async(resolution.resolve)(round_state, step.get("resolve_round") or {})
         round_state = resolved.state
+        applied += resolved.applied()
         news += [f"Refused ({where}): {reason}" for where, reason in resolved.refused]
-        for n, roll in enumerate(step.get("rolls") or []):
-            rolls.append({**roll, "round": planned.number})
+        rolls += [{**roll, "round": planned.number} for roll in step.get("rolls") or []]
         need = (step.get("expand_world") or {}).get("need", "")
         if need:
-            proposal = await author.ask(narrator, round_state,
+            # The author checks its edit on the whole state (world_lint reads it all): the line's, with the turn so far.
+            whole = await database_sync_to_async(_whole)(campaign, path, applied)
+            proposal = await author.ask(narrator, whole,
                                         Request(need, step["expand_world"].get("what", "")), limits=limits,
                                         turn=campaign.head_depth // 2 + 1,
                                         created_before=sum(len(p.created) for p in proposals))
@@ -132,8 +140,8 @@ async def play(campaign, path, ctx, narrator, *, on_voice=None):
             if proposal.status == "created":
                 proposals.append(proposal)
                 round_state = proposal.state
-        present = [key for key in round_state.present() if key != PROTAGONIST
-                   and world.kind_of(round_state, key) == "character"]
+        # Who is with the player after the round's moves (the player's own among them).
+        _, present = await database_sync_to_async(_round_view)(round_state, planned.number, limits.max_rounds, [])
         activation = rounds.activate([(a.get("who", ""), a.get("why", "")) for a in step.get("activate_characters")
                                       or []], present=present, resolve=round_state.resolve,
                                      name_of=round_state.name_of, max_characters=limits.max_characters)
@@ -151,6 +159,7 @@ async def play(campaign, path, ctx, narrator, *, on_voice=None):
         for who in activation.acting:
             round_state = await _character(campaign, path, narrator, round_state, who, entries, heard, this, news,
                                            on_voice)
+        applied += this.events[len(resolved.applied()):]  # what the characters did, after the game master's
         done.append(rounds.Planned(planned.number, rounds.GM, tuple(activation.acting)))
         played.append(this)
         report["rounds"].append({"number": this.number, "prompt_tail": tail, "answer": step,
@@ -166,8 +175,7 @@ async def play(campaign, path, ctx, narrator, *, on_voice=None):
 async def _character(campaign, path, narrator, state, who, entries, heard, this, news, on_voice):
     """Have ``who`` answer from its brief; resolve what it tries with its own rights; return the round's state."""
     name = state.name_of(who)
-    given, slots = await database_sync_to_async(_given)(campaign, path, state, who, entries, "\n".join(heard))
-    brief = briefs.compose(state, who, given)
+    brief, slots = await database_sync_to_async(_brief)(campaign, path, state, who, entries, "\n".join(heard))
     this.briefs[who] = {**brief.data(), "name": name}
     this.recalled[who] = slots
     messages = [{"role": "system", "content": CHARACTER_RULES},
@@ -196,7 +204,7 @@ async def _character(campaign, path, narrator, state, who, entries, heard, this,
              "item_changes": reply.get("item_changes") or [], "variable_changes": []}
     if not tried["moves_to"] and not tried["item_changes"]:
         return state
-    resolved = resolution.resolve(state, {"actors": [tried]})
+    resolved = await database_sync_to_async(resolution.resolve)(state, {"actors": [tried]})
     this.events += resolved.applied()
     this.travel_seconds = max(this.travel_seconds, resolved.travel_seconds)
     this.resolution.setdefault("characters", []).append(
@@ -214,8 +222,43 @@ def _lore_key(asked, entries, state, who):
     return None
 
 
-def _read(campaign, path):
-    return state_at(path, campaign)
+def _read(campaign, path, text):
+    """Return the part of the state the turn can need (its base, the scene, what ``text`` names), read once.
+
+    It is a partial state: a slot it lacks is read when first asked for, so
+    whatever reads it (the resolution, the briefs) runs on the database thread.
+    """
+    state = state_for_turn(path, campaign, text)
+    _load_scene(state)
+    # What every round's copy derives from the base, built once here and kept with the cached base for the next
+    # turn: the exit graph, who holds what, the items' names (a round's copy would build its own each time).
+    world.graph(state)
+    world.holders(state)
+    world.items_named(state, "")
+    return state
+
+
+def _load_scene(state):
+    """Read, in a few statements, who is at the scene and what the briefs and moves of those there read."""
+    place = state.place()
+    state.load_occupants([place])
+    here = [key for key in state.at(place)]
+    for kind in ("location", "condition", "knows", "relationship"):
+        state.load(kind, here)
+
+
+def _whole(campaign, path, applied):
+    """Return the whole state after ``path`` with the turn's ``applied`` events so far, for the world author."""
+    state = authoring.scratch(state_at(path, campaign))
+    authoring.validate(state, applied)
+    return state
+
+
+def _round_view(state, number, most, news):
+    """Return (the game master's tail for round ``number``, the characters with the player) on ``state``."""
+    _load_scene(state)
+    here = [key for key in state.present() if key != PROTAGONIST and world.kind_of(state, key) == "character"]
+    return _gm_tail(state, number, most, news), here
 
 
 def _lore_entries(campaign, state):
@@ -224,8 +267,8 @@ def _lore_entries(campaign, state):
     return [*lorebooks.entries_of(campaign.pk), *lore.world_lore(state)]
 
 
-def _given(campaign, path, state, who, entries, heard):
-    """Return (briefs.Given, recalled slots) for ``who``: what minds and lore hand its brief (database reads)."""
+def _brief(campaign, path, state, who, entries, heard):
+    """Return (its Brief, the slots it recalled) for ``who``, with what minds and lore hand it (database reads)."""
     place = state.location_of(who)
     people = frozenset(k for k in state.at(place) if k != who)
     situation = recall.Situation(text=heard, people=people, location=place)
@@ -236,7 +279,7 @@ def _given(campaign, path, state, who, entries, heard):
     titles = tuple(lore.titles(entries, lore.known_lore(state, who)))
     given = briefs.Given(lore=titles, memories=tuple(memories), associated=tuple(associated),
                          whereabouts=_believed(state, whereabouts.minds_at(path, campaign), who, heard))
-    return given, [m.slot for m in found.memories]
+    return briefs.compose(state, who, given), [m.slot for m in found.memories]
 
 
 def _believed(state, minds, who, text):
@@ -256,15 +299,26 @@ def _believed(state, minds, who, text):
 
 
 def _gm_tail(state, number, most, news):
+    """Return the game master's step request: short, since it is the part of the prompt no cache holds."""
     name = state.name_of
     place = state.place()
     here = [key for key in state.at(place) if key != PROTAGONIST and world.kind_of(state, key) == "character"]
-    lines = [GM_RULES, "", f"Round {number} of at most {most}.",
-             f"The player's character: {name(PROTAGONIST)}" + (f", at {name(place)}" if place else ""),
-             "Characters with the player: " + ("; ".join(name(k) for k in here) or "none")]
+    lines = [step_request(number, most, name(PROTAGONIST), name(place) if place else "", [name(k) for k in here])]
     if news:
-        lines += ["", "Since your last step:", *(f"- {line}" for line in news)]
+        lines += ["Since your last step:", *(f"- {line}" for line in news)]
     return "\n".join(lines)
+
+
+def step_request(number, most, player, place, names):
+    """Return the line that asks for a game master's step (the bench lays out its prompts with it too)."""
+    return (f"Game master's step. Round {number} of at most {most}. The player's character: {player}"
+            + (f", at {place}" if place else "") + ".\nWith the player: " + ("; ".join(names) or "none"))
+
+
+def with_rules(messages):
+    """Return the narrator's ``messages`` but the last, the game master's rules added to their system message."""
+    system, *story = messages[:-1]
+    return [{"role": "system", "content": f"{system['content']}\n\n{GM_RULES}"}, *story]
 
 
 def _action_line(ctx):
@@ -313,17 +367,17 @@ def transcript(played, narration):
 def commit(node, played, narration):
     """Write the rounds of ``played`` under reply ``node``, with their events, in the caller's transaction.
 
-    Each round's applied events go in order with the game master's rights
-    (source ``world``), then the world author's created proposals; the
-    last round's outputs end with the narration.
+    Each round's applied events go in order, in one batch, with the game
+    master's rights (source ``world``), then the world author's created
+    proposals; the last round's outputs end with the narration.
     """
-    for n, this in enumerate(played.rounds):
-        row = this.row()
-        if n == len(played.rounds) - 1:
-            row["outputs"] = [*row["outputs"], {"speaker": rounds.GM, "name": "", "text": narration, "action": ""}]
-        Round.objects.create(node=node, **row)
-        if this.events:
-            apply_events(node, this.events, source=SOURCE)
+    rows = [Round(node=node, **this.row()) for this in played.rounds]
+    rows[-1].outputs = [*rows[-1].outputs, {"speaker": rounds.GM, "name": "", "text": narration, "action": ""}]
+    Round.objects.bulk_create(rows)
+    events = [event for this in played.rounds for event in this.events]
+    if events:
+        # In round order, as they were resolved; a turn names a few things, so only those are read first.
+        apply_events(node, events, source=SOURCE, whole=False)
     for proposal in played.proposals:
         author.commit(node, proposal)
     for this in played.rounds:
