@@ -12,12 +12,16 @@ background thread and speaks enough of both APIs to drive every client:
 
 Replies come from a script: `server.script(...)` for narration,
 `server.script_json(...)` for requests that carry a JSON schema (the recorder's
-structured calls) and `server.script_minds(...)` for those whose schema asks for
+structured calls), `server.script_minds(...)` for those whose schema asks for
 a minds record (the recorder's second call: events, perceptions, beliefs),
+`server.script_gm(...)` for a game master's steps and
+`server.script_characters(...)` for the characters' replies (issue 15),
 kept apart so background work after a turn never takes the next turn's
 scripted reply, nor one step another's. When a script runs out the server answers
 DEFAULT_REPLY, or for a request with a schema the smallest JSON that matches
-it, so an end-to-end test never hangs. Failures
+it — but a game master's step activates everyone its prompt lists with the
+player and a character says where it believes things are (``voice_default``),
+so a multi-voice turn plays unscripted — and an end-to-end test never hangs. Failures
 (`fail_mid_stream`, `fail_request`, `not_found`, `stall`, `omit_done`) are one-shot unless
 `persistent=True` (then until `clear_failures()`); `refuse()` lasts until `resume()`; `chunk_delay()` and
 `json_delay()` last until changed. `FakeModelServer(slots=1)` answers one chat request at a time, as a
