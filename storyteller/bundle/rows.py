@@ -47,7 +47,7 @@ class Table:
     fields: tuple  # plain fields, carried as they are
     links: dict = field(default_factory=dict)  # bundle field -> (table it points into, may be null)
     shapes: dict = field(default_factory=dict)  # JSON field -> its shape check
-    rule: object = None  # rule(values, where): a check across the row's fields (one the database would enforce)
+    rule: object = None  # rule(checked rows): a check across fields and rows (one the database would enforce)
 
 
 def _text_tree(most_text, most_items=50, most_depth=4):
@@ -115,13 +115,20 @@ def _report(value, where):
 _round = _text_tree(20_000, most_items=200, most_depth=5)
 
 
-def _round_numbers(values, where):
-    """A game master's rounds are 1 to 99, off-stage rounds 100 on (the database's round_numbers_by_kind)."""
-    number, kind = values.get("number"), values.get("kind")
-    if kind == Round.Kind.GM and not 1 <= number < 100:
-        refuse(f"{where} is a game master's round numbered {number}; those are numbered 1 to 99.")
-    if kind == Round.Kind.OFFSTAGE and number < 100:
-        refuse(f"{where} is an off-stage round numbered {number}; those are numbered from 100.")
+def _round_numbers(checked):
+    """A game master's rounds are 1 to 99, off-stage rounds 100 on, each number once under a reply (the database's
+    round_numbers_by_kind and one_round_per_number)."""
+    seen = {}
+    for index, row in enumerate(checked):
+        where, number, kind = f"rounds row {index + 1}", row.values.get("number"), row.values.get("kind")
+        if kind == Round.Kind.GM and not 1 <= number < 100:
+            refuse(f"{where} is a game master's round numbered {number}; those are numbered 1 to 99.")
+        if kind == Round.Kind.OFFSTAGE and number < 100:
+            refuse(f"{where} is an off-stage round numbered {number}; those are numbered from 100.")
+        key = (row.links["node"], number)
+        if key in seen:
+            refuse(f"{where} is round {number} of the same reply as {seen[key]}; a reply has each round once.")
+        seen[key] = where
 
 
 CAMPAIGN_FIELDS = (
@@ -214,8 +221,7 @@ def check_table(table, rows, sizes):
                       table.shapes, sizes | {table.name: index}, labelled=labelled, table=table.name)
                for index, row in enumerate(rows)]
     if table.rule is not None:
-        for index, row in enumerate(checked):
-            table.rule(row.values, f"{table.name} row {index + 1}")
+        table.rule(checked)
     return checked
 
 

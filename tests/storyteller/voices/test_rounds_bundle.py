@@ -41,3 +41,9 @@ async def test_rounds_go_out_and_come_back_under_their_reply_and_a_misnumbered_o
                                                    "numbered 1 to 99"):
         await sync_to_async(bundle.import_bundle)(owner, json.dumps(data).encode())
     assert (await Round.objects.acount(), await Node.objects.acount()) == before
+
+    data["sections"]["campaigns"]["rounds"][1]["number"] = 1
+    data["checksum"] = bundle.checksum(data["sections"])
+    with pytest.raises(bundle.BundleRefused, match="rounds row 2 is round 1 of the same reply as rounds row 1"):
+        await sync_to_async(bundle.import_bundle)(owner, json.dumps(data).encode())
+    assert (await Round.objects.acount(), await Node.objects.acount()) == before
