@@ -231,3 +231,51 @@ async def test_stopping_a_game_master_turn_during_the_narration_saves_nothing(ow
         await task
     narrator_server.chunk_delay(0)
     assert await Node.objects.acount() == nodes and await Round.objects.acount() == 0
+
+
+# --- the world author from a played turn (WP4 scenario 5, phase 3) ----------------------------------------------------
+
+
+def tinker(place="Kitchen"):
+    return {"decision": "create", "reuse": "", "reason": "a visitor the scene needs",
+            "characters": [{"name": "Tomas", "aliases": ["the tinker"], "description": "a travelling tinker",
+                            "place": place, "relationships": []}], "places": [], "items": []}
+
+
+async def test_expand_world_creates_a_character_who_acts_next_round_and_commits_with_the_turn(owner, narrator_server):
+    campaign = await sync_to_async(game)(owner)
+    narrator_server.script_gm(gm(need="arrival", what="a travelling tinker knocks and comes in", narrate=False),
+                              gm([("Tomas", "he has just arrived")]))
+    narrator_server.script_json(tinker())
+    narrator_server.script_characters(says("Pots mended, knives ground!"))
+    result, _ = await play(campaign)
+    first, second = await rounds_of(result.node_id)
+    assert "The world author created" in gm_prompts(narrator_server)[1]
+    assert [a["who"] for a in second["activated"]] == ["tomas"]
+    assert "You are Tomas, a travelling tinker." in second["briefs"]["tomas"]["text"]
+    node = await Node.objects.select_related("snapshot").aget(pk=result.node_id)
+    [made] = node.snapshot.report["voices"]["author"]
+    assert made["status"] == "created" and made["created"] == ["tomas"]
+
+    @sync_to_async
+    def tomas_now():
+        from campaigns import lineage
+        from campaigns.state import state_at
+
+        fresh = Campaign.objects.get(pk=campaign.pk)
+        state = state_at(lineage.path_of(fresh), fresh)
+        return state.location_of("tomas"), StateEvent.objects.filter(node_id=result.node_id, source="world").count()
+
+    place, events = await tomas_now()
+    assert place == "kitchen" and events >= 1
+
+
+async def test_expand_world_is_refused_naming_who_to_reuse_and_nothing_is_created(owner, narrator_server):
+    campaign = await sync_to_async(game)(owner)
+    narrator_server.script_gm(gm(need="arrival", what="a hunter", narrate=False), gm())
+    result, _ = await play(campaign)
+    assert "reuse Aldric instead of creating someone" in gm_prompts(narrator_server)[1]
+    node = await Node.objects.select_related("snapshot").aget(pk=result.node_id)
+    assert node.snapshot.report["voices"]["author"][0]["status"] == "refused"
+    assert not [body for body in narrator_server.bodies("/api/chat") if isinstance(body.get("format"), dict)
+                and "decision" in body["format"]["properties"]], "refused before asking the model"
