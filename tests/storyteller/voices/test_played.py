@@ -279,3 +279,65 @@ async def test_expand_world_is_refused_naming_who_to_reuse_and_nothing_is_create
     assert node.snapshot.report["voices"]["author"][0]["status"] == "refused"
     assert not [body for body in narrator_server.bodies("/api/chat") if isinstance(body.get("format"), dict)
                 and "decision" in body["format"]["properties"]], "refused before asking the model"
+
+
+# --- lore by knowledge in a played turn (WP4 scenario 7, phase 3) -----------------------------------------------------
+
+
+def lore_document():
+    document = scene_document()
+    document["lore"] = [{"id": "teapot-curse", "title": "The curse of the black teapot",
+                         "text": "LORE-BODY Whoever pours from it at midnight hears the dead."},
+                        {"id": "aldric-secret", "title": "Aldric's oath", "text": "LORE-SECRET He swore never to hunt."}]
+    for character in document["characters"]:
+        if character["name"] == "Mara":
+            character["knowledge"] = {"lore": ["teapot-curse"]}
+    return document
+
+
+async def test_a_character_lists_lore_titles_and_asks_for_one_entry_once(owner, narrator_server):
+    campaign = await sync_to_async(game)(owner, lore_document())
+    narrator_server.script_gm(gm([("Mara", "she knows the old tales")]))
+    asked = says("", "thinks")
+    asked["lore"] = "The curse of the black teapot"
+    again = says("Never pour from it at midnight.")
+    again["lore"] = "Aldric's oath"  # a second question is not asked
+    narrator_server.script_characters(asked, again)
+    result, _ = await play(campaign)
+    [one] = await rounds_of(result.node_id)
+    brief = one["briefs"]["mara"]["text"]
+    assert "- The curse of the black teapot" in brief and "LORE-BODY" not in brief, "titles only"
+    assert "Aldric's oath" not in brief and "LORE-SECRET" not in brief, "lore she has no edge to"
+    sent = [body["messages"] for body in narrator_server.bodies("/api/chat")
+            if isinstance(body.get("format"), dict) and "speech" in body["format"]["properties"]]
+    assert len(sent) == 2, "one more call with the entry, and no third"
+    assert "LORE-BODY Whoever pours from it at midnight" in sent[1][-1]["content"]
+    assert not any("LORE-SECRET" in m["content"] for messages in sent for m in messages)
+    assert [o["text"] for o in one["outputs"] if o["speaker"] == "mara"] == ["Never pour from it at midnight."]
+
+
+async def test_a_lorebook_cannot_change_while_a_game_master_turn_plays(owner, narrator_server):
+    import asyncio
+
+    from campaigns import playing
+
+    campaign = await sync_to_async(game)(owner)
+    narrator_server.script_gm(gm())
+    narrator_server.script("Slowly" + " on" * 30)
+    narrator_server.chunk_delay(0.05)
+    streaming = asyncio.Event()
+
+    async def relay(chunk):
+        streaming.set()
+
+    task = asyncio.create_task(turns.play_turn(campaign.pk, Action(mode="do", text="wait"), relay))
+    try:
+        await asyncio.wait_for(streaming.wait(), 10)
+        with pytest.raises(playing.TurnInProgress, match="lorebooks do not change during a turn"):
+            with playing.lore_change(campaign.pk):
+                pass
+    finally:
+        narrator_server.chunk_delay(0)
+        await task
+    with playing.lore_change(campaign.pk):
+        pass  # the turn is over: a change goes through
