@@ -9,6 +9,7 @@ of a reply. The one write a turn may make first is the checkpoint it needs
 
 import asyncio
 import contextlib
+import copy
 import time
 from dataclasses import dataclass
 
@@ -211,9 +212,17 @@ def _read(campaign_id, action, retry):
 
 
 def _build(reading, narrator, queries):
+    campaign = reading.campaign
+    if campaign.game_master:
+        # The game master's steps add its rules and the round to this prompt and answer at length: the story
+        # leaves them room, as it leaves the reply its own (the inspector's reserve says how much).
+        campaign = copy.copy(campaign)
+        campaign.max_output_tokens = gm.reserve(reading.campaign.max_output_tokens)
     try:
-        return context.build(reading.campaign, reading.path, reading.action, model=narrator.model, api=narrator.api,
-                             query=queries.knowledge, memory_query=queries.memory, events_query=queries.events)
+        ctx = context.build(campaign, reading.path, reading.action, model=narrator.model, api=narrator.api,
+                            query=queries.knowledge, memory_query=queries.memory, events_query=queries.events)
+        ctx.report["settings"]["num_predict"] = reading.campaign.max_output_tokens
+        return ctx
     except context.NeedsCompaction:
         raise
     except context.ContextOverflow as error:

@@ -14,8 +14,8 @@ Every prompt of the game master keeps the narrator's prompt as it is —
 stable prefix, summary, history — with the game master's rules added to its
 system message and the round's news to its last message only, so a model
 server reuses its cache across steps and turns (the 200-turn prefix-reuse
-gate). No model call is made on the database
-thread or inside a transaction; the reads go through
+gate); the story leaves that room (``reserve``). No model call is made on
+the database thread or inside a transaction; the reads go through
 ``database_sync_to_async``.
 """
 
@@ -29,7 +29,7 @@ from campaigns.state import (PROTAGONIST, apply_events, authoring, lore, minds, 
 from campaigns.state.authoring import Request
 from memory import recall, recall_index
 
-from .. import llm
+from .. import llm, tokens
 from . import author, briefs, resolution, rounds, schemas
 from .limits import limits_of
 
@@ -39,6 +39,9 @@ GM_TOKENS = 700
 # A character says a few sentences (CHARACTER_REPLY's bounds: 600 + 300 characters).
 CHARACTER_TOKENS = 400
 NARRATION_TOKENS = 120
+# Room for what a step adds to the narrator's prompt after its rules: the round's request and news, or the
+# narration's notes (a round's lines and refusals) — a few hundred tokens.
+TAIL_TOKENS = 400
 
 GM_RULES = """This story is played by a game master and its characters. When you are asked for a game master's step, answer its JSON:
 - resolve_round.actors: what the player's character and the characters did that changes the world (a move to a place, item changes, variable changes), each under its exact name; empty when nothing changes.
@@ -313,6 +316,12 @@ def step_request(number, most, player, place, names):
     """Return the line that asks for a game master's step (the bench lays out its prompts with it too)."""
     return (f"Game master's step. Round {number} of at most {most}. The player's character: {player}"
             + (f", at {place}" if place else "") + ".\nWith the player: " + ("; ".join(names) or "none"))
+
+
+def reserve(max_output_tokens):
+    """Return the tokens a game master's turn keeps free of the story: the longest answer (a step's or the
+    narration's), the game master's rules and a round's tail."""
+    return max(max_output_tokens, GM_TOKENS) + tokens.count(GM_RULES) + TAIL_TOKENS
 
 
 def with_rules(messages):

@@ -341,3 +341,17 @@ async def test_a_lorebook_cannot_change_while_a_game_master_turn_plays(owner, na
         await task
     with playing.lore_change(campaign.pk):
         pass  # the turn is over: a change goes through
+
+
+async def test_the_story_leaves_the_game_master_room_for_its_rules_round_and_answer(owner, narrator_server):
+    from storyteller.context import budget
+    from storyteller.voices import gm as game_master
+
+    campaign = await sync_to_async(game)(owner, max_output_tokens=200)
+    result, _ = await play(campaign)
+    report = (await Node.objects.select_related("snapshot").aget(pk=result.node_id)).snapshot.report
+    assert report["budget"]["reply_reserve"] == budget.reply_reserve(game_master.reserve(200))
+    assert game_master.reserve(200) > game_master.GM_TOKENS
+    assert report["settings"]["num_predict"] == 200, "the narration itself still writes at most max_output_tokens"
+    narration = [body for body in narrator_server.bodies("/api/chat") if "format" not in body][-1]
+    assert narration["options"]["num_predict"] == 200
