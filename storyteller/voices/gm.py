@@ -129,14 +129,8 @@ async def play(campaign, path, ctx, narrator, *, on_voice=None):
         applied += resolved.applied()
         news += [f"Refused ({where}): {reason}" for where, reason in resolved.refused]
         rolls += [{**roll, "round": planned.number} for roll in step.get("rolls") or []]
-        need = (step.get("expand_world") or {}).get("need", "")
-        if need:
-            # The author checks its edit on the whole state (world_lint reads it all): the line's, with the turn so far.
-            whole = await database_sync_to_async(_whole)(campaign, path, applied)
-            proposal = await author.ask(narrator, whole,
-                                        Request(need, step["expand_world"].get("what", "")), limits=limits,
-                                        turn=campaign.head_depth // 2 + 1,
-                                        created_before=sum(len(p.created) for p in proposals))
+        if (step.get("expand_world") or {}).get("need"):
+            proposal = await _expand_world(campaign, path, narrator, step["expand_world"], applied, proposals, limits)
             report["author"].append({"round": planned.number, "status": proposal.status, "reason": proposal.reason,
                                      "reuse": proposal.reuse, "created": list(proposal.created)})
             news.append(f"The world author {proposal.status}: {proposal.reason or proposal.reuse}")
@@ -173,6 +167,17 @@ async def play(campaign, path, ctx, narrator, *, on_voice=None):
     narration = "\n\n".join([last, _outcome(round_state, played, news), NARRATE])
     report["narration_tail"] = narration[len(last) + 2:]
     return Played(played, [*head, {"role": "user", "content": narration}], proposals, rolls, report)
+
+
+async def _expand_world(campaign, path, narrator, asked, applied, proposals, limits):
+    """Return the world author's Proposal for the game master's ``expand_world`` (docs/voices.md, step 3.4).
+
+    The author checks its edit on the whole state (world_lint reads all of
+    it): the line's, with the turn's ``applied`` events so far.
+    """
+    whole = await database_sync_to_async(_whole)(campaign, path, applied)
+    return await author.ask(narrator, whole, Request(asked["need"], asked.get("what", "")), limits=limits,
+                            turn=campaign.head_depth // 2 + 1, created_before=sum(len(p.created) for p in proposals))
 
 
 async def _character(campaign, path, narrator, state, who, entries, heard, this, news, on_voice):
