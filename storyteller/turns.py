@@ -252,7 +252,7 @@ def _commit(prepared, reply, retry, played=None):
 
     A game master's turn commits its rounds in the same transaction
     (``gm.commit``: the Round rows, their events, the author's edits, the
-    brief's recall uses), after the nodes and before nothing else can see them.
+    briefs' recall uses): nothing ever sees the reply without its rounds.
     """
     used = [entry["id"] for entry in reply.report.get("memories", {}).get("used", [])]
     evoked = [entry["slot"] for entry in (reply.report.get("events") or {}).get("used", [])]
