@@ -27,12 +27,14 @@ def advance(node, *, started_ms=None):
     branch switch may have left this line behind, or the person was away),
     then takes the round's wall time; a simulated one moves by the round
     (``round_seconds``, until the recorder says how long the turn took).
-    Then whoever is away from the protagonist follows their routine, and the
-    world's triggers are checked (``apply_events``).
+    Then whoever is away from the protagonist follows their routine (when
+    the line has routines), and the world's triggers are checked
+    (``apply_events``).
     """
     campaign = Campaign.objects.get(pk=node.campaign_id)
     path = lineage.path_at(campaign.pk, node.branch_id, node.depth)
-    current = rulebook.clock_of(state_for_events(path, campaign, []))
+    state = state_for_events(path, campaign, [])
+    current = rulebook.clock_of(state)
     wall = int(time.time() * 1000)
     events = []
     created = int(campaign.created_at.timestamp() * 1000)
@@ -51,7 +53,8 @@ def advance(node, *, started_ms=None):
             events.append({"type": "real", "data": {"wall_ms": wall}})
     else:
         events.append({"type": "elapse"})
-    events.append({"type": "catch_up"})
+    if state.of_kind("routine"):
+        events.append({"type": "catch_up"})
     stored = apply_events(node, events, source=ENGINE)
     Campaign.objects.filter(pk=campaign.pk).update(last_played_at=timezone.now())
     return stored

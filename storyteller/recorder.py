@@ -25,6 +25,7 @@ from campaigns.models import Campaign, Node, RecorderRun
 from campaigns.state import selection
 
 from . import llm
+from .context import rules
 from .llm import bounds, failures, priority
 
 logger = logging.getLogger(__name__)
@@ -60,6 +61,12 @@ Event types (subject / object / value; "data" holds the rest):
 - set_condition: who / "" / their condition now (wounded, asleep, ...); data: activity, mood, and inner (what they feel inside)
 - scene: "" / place (or "") / one line saying where the scene stands now
 - slot: a new wear slot / "" / "" (data.capacity)
+- elapse: "" / "" / "" — how long the turn took in story time when it was clearly more than a moment (data.seconds, at most 86400)
+- engagement: "" / "" / "" — an appointment made (data: who, at, place, what); engagement_edit: data.id and status kept, missed or cancelled once the turn shows it
+- intent_add: who / "" / "" — a goal taken up (data: plan, priority and urgency 1-5, deadline); intent_edit: who, data.id and status done or dropped
+- variable_change: object (character, item, place or "world") / variable name / "" — data.to (a value) or data.by (a number change), with data.reason
+- roll: who / "" / "" — dice the story calls for (data.check: a check's key, or data.expression like 2d6; data.reason)
+- beat_addressed: trigger id / "" / "" — the reply took up a pending beat
 Set narrator_only to true only for something the protagonist does not know. What a character sees on arriving somewhere is recorded for you; do not record it.
 Answer {"events": []} when nothing changed."""
 
@@ -137,6 +144,7 @@ def _prompt(state, player, node):
     if chosen.scene:
         lines.append(f"Scene: {chosen.scene}")
     lines += ["Current state:", *[f"- {line.text}" for line in [*chosen.here, *chosen.lines]]]
+    lines += rules.recorder_lines(state)
     holding = [f"- {rule.text}" for rule in state.canon if rule.scope == "initial" and not state.superseded(rule.id)]
     if holding:
         lines += ["Initial canon that still holds (retract or replace it by its exact text if the story changes it):",

@@ -18,12 +18,14 @@ from dataclasses import dataclass
 
 from django.db import connection
 
+from campaigns import state as story_state
 from campaigns.models import CanonRule
 from memory import checkpoints
 
 from .. import tokens
 from . import budget, knowledge, layers
 from . import memories as memory_section
+from . import rules as rules_section
 from . import state as state_section
 from .layers import BRANCH_CONTEXT, DYNAMIC_TAIL, Section
 
@@ -172,14 +174,17 @@ def _report_knowledge(report, sections, retrieved, standing_dropped, spent):
 
 
 def _state_section(campaign, path, action):
-    """Return the current-state section, or none while the state is empty.
+    """Return the current-state section and the story time and rules section after it (each only when it has
+    something to say).
 
-    It is protected and read after memories and knowledge, just before the
+    They are protected and read after memories and knowledge, just before the
     input; relevance is judged from the player's action and the reply it answers.
     """
     last = path.nodes().filter(depth=path.head_depth).values_list("text", flat=True).first() or ""
-    section = state_section.section(campaign, path, f"{action.text}\n{last}")
-    return [section] if section else []
+    text = f"{action.text}\n{last}"
+    now = story_state.state_for_turn(path, campaign, text)
+    sections = [state_section.section(campaign, path, text, state=now), rules_section.section(campaign, path, now)]
+    return [section for section in sections if section]
 
 
 def _report_state(report):

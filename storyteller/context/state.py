@@ -21,13 +21,14 @@ SUPERSEDED_HEADER = "Initial canon that no longer holds on this line (the curren
 TAGS = {"correction": "[correction]", "state": "[state]", "campaign": "[campaign settings]"}
 
 
-def section(campaign, path, text):
+def section(campaign, path, text, state=None):
     """Return the state Section for a turn after ``path`` whose action and last reply are ``text``.
 
     Return None while the story has no state yet: the protagonist alone is
-    already in the campaign profile.
+    already in the campaign profile. ``state`` is the turn's state when the
+    caller has read it already (``story_state.state_for_turn``).
     """
-    chosen = selection.select(story_state.state_for_turn(path, campaign, text), text)
+    chosen = selection.select(state or story_state.state_for_turn(path, campaign, text), text)
     if not (chosen.lines or chosen.location or chosen.scene or chosen.superseded or chosen.dropped or chosen.here):
         return None
     return Section("state", "Current story state", "Level 2 accepted state", DYNAMIC_TAIL, render(chosen),
