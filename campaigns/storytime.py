@@ -106,4 +106,21 @@ def correct(campaign, user, payload):
     return event
 
 
+def switch_mode(campaign, user, before):
+    """Switch the head line's clock to the campaign's (new) ``clock_mode``; return why not, or "".
+
+    A line whose clock has not started starts in the campaign's mode anyway.
+    """
+    if campaign.clock_mode == before:
+        return ""
+    node = head_node(campaign)
+    path = lineage.path_at(campaign.pk, node.branch_id, node.depth)
+    current = rulebook.clock_of(state_for_events(path, campaign, []))
+    if current is None or current.mode == campaign.clock_mode:
+        return ""
+    event, *_ = apply_events(node, [{"type": "clock_mode", "data": {"mode": campaign.clock_mode}}],
+                             source=StateEvent.Source.CORRECTION, author=user)
+    return event.reason if event.status == StateEvent.Status.REJECTED else ""
+
+
 NEEDS_CLOCK = ("clock_mode", "engagement", "engagement_edit", "intent_add", "intent_edit", "trigger_define")
