@@ -252,8 +252,8 @@ def _key(check, name, role, kinds):
 
 # --------------------------------------------------------------------------------------------- the clock
 
-_CLOCK_HELP = ("the story clock starts (at the world's starting_time, else the campaign's creation to the minute); "
-               "written at the opening or the first turn")
+_CLOCK_HELP = ("\"\" / \"\" / \"\": the story clock starts (at data.starting_time, else the campaign's creation to "
+               "the minute); at the opening of a world file's story, else with the first turn")
 
 
 def _clock_write(step, *, round=None):

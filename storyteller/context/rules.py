@@ -108,6 +108,21 @@ def _rolled(state, record):
             + (f" — for {reason}" if reason else ""))
 
 
+def recorder_types(state):
+    """Return the rules' event types the recorder is offered on this line: elapsed time always, the rest when the
+    line has what they change (agendas, variables, checks, pending beats)."""
+    names = {"elapse"}
+    if state.of_kind("routine") or state.of_kind("engagement") or state.of_kind("intent"):
+        names |= {"engagement", "engagement_edit", "intent_add", "intent_edit"}
+    if state.of_kind("variable_def"):
+        names.add("variable_change")
+    if state.of_kind("dice_check"):
+        names.add("roll")
+    if any(n.kind == "beat" and n.status == "pending" for n in rulebook.notes_of(state)):
+        names.add("beat_addressed")
+    return names
+
+
 def recorder_lines(state):
     """Return what the recorder is shown of the rules: the time, what is pending, and what it may name."""
     lines = []
