@@ -186,8 +186,40 @@ def _read_checks(state):
 
 
 def triggers_of(state):
-    """Return [(triggers.Trigger, triggers.Status)] of every trigger on the line, by id."""
-    return [triggers.from_record(r.data) for r in sorted(state.of_kind("trigger"), key=lambda r: r.subject)]
+    """Return [(triggers.Trigger, triggers.Status)] of every trigger on the line, by id.
+
+    Read once per line and kept with the cached base, following each status
+    change: a check after every batch reads hundreds of them.
+    """
+    entries = state.cached("rules:triggers", ("trigger",), _read_triggers, _follow_triggers, dict)
+    return [entries[ident] for ident in sorted(entries)]
+
+
+def _read_triggers(state):
+    return {r.subject: triggers.from_record(r.data) for r in state.of_kind("trigger")}
+
+
+def _follow_triggers(entries, old, new):
+    if old is not None:
+        entries.pop(old.subject, None)
+    if new is not None:
+        entries[new.subject] = triggers.from_record(new.data)
+
+
+def _watched(state):
+    """Return (the people, the items) the triggers' conditions ask where they are: made once per set of triggers."""
+    return state.cached("rules:watched", ("trigger",), _read_watched)
+
+
+def _read_watched(state):
+    people, items = set(), set()
+    for trigger, _ in triggers_of(state):
+        for leaf in trigger.condition.leaves():
+            if isinstance(leaf, triggers.At):
+                people.add(leaf.who)
+            elif isinstance(leaf, triggers.ItemAt):
+                items.add(leaf.item)
+    return frozenset(people), frozenset(items)
 
 
 def notes_of(state):
@@ -669,16 +701,32 @@ def _context(state, env, since=None):
                             calendar_of(state), judgments=judgments_of(state))
 
 
-def _prefetch(state, entries):
-    """Read at once what the conditions of ``entries`` ask of a partial state: who is where."""
-    people = set()
-    for trigger, _ in entries:
-        for leaf in trigger.condition.leaves():
-            if isinstance(leaf, triggers.At):
-                people.add(leaf.who)
-            elif isinstance(leaf, (triggers.ItemAt, triggers.Holds)):
-                people.add(world.holding_character(state, leaf.item) or "")
-    state.prefetch([f"location:{who}" for who in sorted(people - {""})])
+def _prefetch(state, entries=None):
+    """Read at once what the triggers' conditions ask of a partial state: where the people they name are, and
+    those carrying the items they name (who holds what is in the cached base; where people are is not).
+
+    ``entries`` are triggers not stored yet (a definition being checked); by default, the line's.
+    """
+    if entries is None:
+        people, items = _watched(state)
+    else:
+        people = {leaf.who for trigger, _ in entries for leaf in trigger.condition.leaves()
+                  if isinstance(leaf, triggers.At)}
+        items = {leaf.item for trigger, _ in entries for leaf in trigger.condition.leaves()
+                 if isinstance(leaf, triggers.ItemAt)}
+    carriers = {_carrier(state, item) for item in items}
+    state.prefetch([f"location:{who}" for who in sorted((set(people) | carriers) - {""})])
+
+
+def _carrier(state, item):
+    """Return the character at the top of ``item``'s holders (a place: ""), reading only the holders."""
+    holder = state.holder_of(item)
+    for _ in range(world.MAX_CHAIN):
+        kind = world.kind_of(state, holder)
+        if kind != "item":
+            return holder if kind == "character" else ""
+        holder = state.holder_of(holder)
+    return ""
 
 
 @register(RULES_RANK, "trigger_define", sources=(WORLD, CORRECTION), fields={
@@ -757,14 +805,14 @@ def _judgment(check, event):
 def _trigger_check(check, event):
     env, state = _env(check), check.state
     entries = triggers_of(state)
-    _prefetch(state, entries)
+    _prefetch(state)
     ctx = _context(state, env, since=event["data"].get("since"))
     drawn = any(trigger.probability < 1 for trigger, _ in entries)
     result = triggers.check(entries, ctx, seed=(env.campaign, env.anchor[0] if drawn else env.node),
                             cap=env.trigger_cap)
     writes = list(result.writes)
     report = {"now": ctx.now_ms, "fired": [], "failed": {}, "deferred": result.deferred}
-    accepted = _copy(state)
+    accepted = _copy(state) if result.firings else state
     done = []
     for firing in result.firings:
         trial = _copy(accepted)
