@@ -25,8 +25,8 @@ from .views import campaign_for_user
 # Panel -> (its fragment, its page, the event types its forms post).
 PANELS = {
     "time": ("campaigns/_time_panel.html", "campaigns/time.html",
-             ("skip", "clock_mode", "clock_start", "engagement", "engagement_edit", "intent_add", "intent_edit",
-              "routine_set", "calendar_set")),
+             ("skip", "clock_mode", "clock_start", "elapse", "engagement", "engagement_edit", "intent_add",
+              "intent_edit", "routine_set", "calendar_set")),
     "variables": ("campaigns/_variables_panel.html", "campaigns/variables.html",
                   ("variable_change", "variable_define", "temperament")),
     "rolls": ("campaigns/_rolls_panel.html", "campaigns/rolls.html", ("roll", "dice_check_define")),

@@ -361,3 +361,28 @@ def test_a_world_trigger_names_characters_and_places_by_name_and_unknown_ones_ar
         worldfile.create_campaign(owner, bad)
     assert "unknown character 'Ghost'" in str(refused.value)
     assert Campaign.objects.filter(title="Lantern Keep").count() == 1, "nothing was stored"
+
+
+def test_a_recurring_trigger_fires_once_after_a_ten_day_skip(owner):
+    nightly = {"id": "curfew", "when": {"type": "time", "every": "22:00"}, "max_fires": 50,
+               "beat": "The curfew horn sounds."}
+    campaign, _ = worldfile.create_campaign(owner, rules_document(triggers=[nightly]))
+    skip(campaign, owner, reason="ten days of rain", by_minutes=10 * 24 * 60)
+    assert now(campaign).get("trigger:curfew").data["fires"] == 1, "ten evenings passed; it fires once"
+    skip(campaign, owner, reason="the next night", until_time="23:00")
+    assert now(campaign).get("trigger:curfew").data["fires"] == 2
+
+
+def test_a_branch_keeps_its_own_rolls_and_trigger_firings(keep, owner):
+    play(keep)
+    main = lineage.path_of(keep).head_branch_id
+    correct(keep, owner, ev("roll", "Edrin", data={"expression": "1d20", "reason": "luck"}))
+    skip(keep, owner, reason="to the night", until_time="21:00")
+    assert now(keep).get("trigger:bell").value == "fired" and len(rulebook.rolls_of(now(keep))) == 1
+    story.undo(keep)
+    play(keep, "another way")
+    side = now(keep)
+    assert side.get("trigger:bell").value == "dormant" and rulebook.rolls_of(side) == []
+    assert side.find_fact("The bell in the Tower tolled at eight.") is None
+    story.switch_branch(keep, keep.branches.get(pk=main))
+    assert now(keep).get("trigger:bell").value == "fired" and len(rulebook.rolls_of(now(keep))) == 1
