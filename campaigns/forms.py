@@ -98,8 +98,30 @@ class EditCampaignForm(CampaignForm):
         fields = [f for f in CampaignForm.Meta.fields if f != "opening"] + TIME_FIELDS
         widgets = {**CampaignForm.Meta.widgets, "time_zone": forms.TextInput(attrs={"list": "time-zones"})}
 
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        # A form posted without the story time section (an older page, a script) keeps the campaign's settings.
+        for name in TIME_FIELDS:
+            self.fields[name].required = False
+
+    def _kept(self, name):
+        value = self.cleaned_data.get(name)
+        return getattr(self.instance, name) if value in (None, "") else value
+
+    def clean_clock_mode(self):
+        return self._kept("clock_mode")
+
+    def clean_trigger_cap(self):
+        return self._kept("trigger_cap")
+
+    def clean_beat_turns(self):
+        return self._kept("beat_turns")
+
+    def clean_cue_turns(self):
+        return self._kept("cue_turns")
+
     def clean_time_zone(self):
-        value = self.cleaned_data["time_zone"].strip()
+        value = self._kept("time_zone").strip()
         try:
             calendar.zone(value)
         except Refused:
@@ -108,14 +130,14 @@ class EditCampaignForm(CampaignForm):
         return value
 
     def clean_round_seconds(self):
-        value = self.cleaned_data["round_seconds"]
+        value = self._kept("round_seconds")
         if not 1 <= value <= clock.MAX_ROUND_SECONDS:
             raise forms.ValidationError(f"A turn lasts 1 to {clock.MAX_ROUND_SECONDS:,} seconds of story time (a "
                                         "day); for longer, skip time between turns.")
         return value
 
     def clean_max_skip_days(self):
-        value = self.cleaned_data["max_skip_days"]
+        value = self._kept("max_skip_days")
         if not 1 <= value <= 365:
             raise forms.ValidationError("One skip may be 1 to 365 days long; choose a number in that range.")
         return value

@@ -18,7 +18,7 @@ from django.views.decorators.http import require_GET, require_POST
 from . import lineage, storytime
 from .forms import CorrectionForm
 from .models import StateEvent
-from .state import PROTAGONIST, agenda, calendar, clock, rulebook, state_at, triggers, world
+from .state import PROTAGONIST, agenda, calendar, clock, rulebook, state_at, world
 from .state.registry import TYPES
 from .views import campaign_for_user
 

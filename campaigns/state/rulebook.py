@@ -69,8 +69,6 @@ class Env:
 def env_for(node, campaign, path=None):
     """Return the Env of a batch at ``node`` of ``campaign`` (a row holding ``CAMPAIGN_FIELDS``)."""
     def player_action():
-        from ..models import Node
-
         if node.depth % 2 == 1 or node.depth == 0 or path is None:
             return node.pk, node.depth
         row = path.nodes().filter(depth=node.depth - 1).values_list("pk", flat=True).first()
@@ -652,7 +650,8 @@ def _roll(check, event):
         checks = checks_of(state)
         subject = checks.get(data["check"].strip().lower())
         if subject is None:
-            raise Rejected(f"unknown dice check {data['check']!r}; the checks are {', '.join(sorted(checks)) or 'none'}")
+            known = ", ".join(sorted(checks)) or "none"
+            raise Rejected(f"unknown dice check {data['check']!r}; the checks are {known}")
         if subject.variable:
             if not who:
                 raise Rejected(f"check {subject.key!r} adds {subject.variable}: say who rolls")

@@ -129,3 +129,8 @@ def test_the_campaign_form_checks_the_clock_settings_and_a_mode_switch(client_of
     fields.update(clock_mode="simulated")
     assert client_of.post(url, fields).status_code == 302
     assert Campaign.objects.get(pk=keep.pk).round_seconds == 60
+    older = {name: value for name, value in fields.items() if name not in (
+        "clock_mode", "time_zone", "round_seconds", "max_skip_days", "trigger_cap", "beat_turns", "cue_turns")}
+    assert client_of.post(url, older).status_code == 302, "a form without the story time section keeps it"
+    assert (Campaign.objects.get(pk=keep.pk).round_seconds, Campaign.objects.get(pk=keep.pk).time_zone) == (
+        60, "Europe/Lisbon")
