@@ -72,8 +72,11 @@ def _text_tree(most_text, most_items=50, most_depth=4):
 
 
 _NAME = re.compile(r"[a-z][a-z0-9_]{0,39}")
-_values = _text_tree(MAX_TEXT, most_items=50, most_depth=3)
-_data = _text_tree(REASON_CHARS)
+# Story time and world rules store structures (a trigger's conditions and effects, a routine's windows, a world's
+# triggers in one event): conditions nest at most four all/any/not deep (campaigns.state.triggers.MAX_NESTING),
+# which with a definition's own fields is at most sixteen levels from a payload or a record's data.
+_values = _text_tree(MAX_TEXT, most_items=1000, most_depth=16)
+_data = _text_tree(REASON_CHARS, most_items=1000, most_depth=16)
 
 
 def _payload(value, where):
@@ -113,6 +116,9 @@ CAMPAIGN_FIELDS = (
     "title", "genre", "protagonist", "opening", "point_of_view", "prose_length", "dialogue_density",
     "descriptive_richness", "violence_level", "pacing", "style_notes", "narrator_rules", "context_token_budget",
     "max_output_tokens", "temperature", "narrator_model", "embed_model", "head_depth", "created_at", "updated_at",
+    # Story time and world rules (issue 13); a bundle without them keeps their defaults.
+    "clock_mode", "time_zone", "round_seconds", "max_skip_days", "trigger_cap", "beat_turns", "cue_turns",
+    "last_played_at",
 )
 CAMPAIGN_LINKS = {"head_branch": ("branches", False)}
 

@@ -9,6 +9,7 @@ then its round of story time (``storytime.advance``), in one transaction.
 """
 
 import copy
+import json
 
 import pytest
 from django.db import transaction
@@ -386,3 +387,22 @@ def test_a_branch_keeps_its_own_rolls_and_trigger_firings(keep, owner):
     assert side.find_fact("The bell in the Tower tolled at eight.") is None
     story.switch_branch(keep, keep.branches.get(pk=main))
     assert now(keep).get("trigger:bell").value == "fired" and len(rulebook.rolls_of(now(keep))) == 1
+
+
+def test_a_campaign_bundle_keeps_its_clock_settings_and_its_story_time(keep, owner):
+    from storyteller import bundle
+
+    play(keep)
+    skip(keep, owner, reason="they wait", by_minutes=60)
+    restored = bundle.import_bundle(owner, json.dumps(bundle.export_campaign(keep)).encode())
+    assert (restored.time_zone, restored.clock_mode) == (TZ, "simulated")
+    assert rulebook.now_of(now(restored)) == rulebook.now_of(now(keep)) == START + 30_000 + HOUR
+    assert set(StateEvent.objects.filter(campaign=restored).values_list("source", flat=True)) >= {"engine"}
+
+
+def test_a_trigger_nesting_conditions_too_deep_is_refused_with_what_to_change(keep, owner):
+    deep = {"type": "at", "who": "Mara", "place": "Hall"}
+    for _ in range(6):
+        deep = {"not": deep}
+    refused = correct(keep, owner, ev("trigger_define", data={"triggers": {"id": "knot", "when": deep, "beat": "x"}}))
+    assert refused.status == "rejected" and "nest at most 4 all/any/not deep; write it flatter" in refused.reason
