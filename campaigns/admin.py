@@ -2,9 +2,9 @@ from django import forms
 from django.contrib import admin, messages
 
 from . import state
-from .models import (Branch, Campaign, CanonRule, ContextSnapshot, ExitRecord, ItemRecord, JudgeRun, Node, PlaceRecord,
-                     RecorderRun, RollRecord, SavePoint, StateEvent, StateRecord, TimeRecord, TriggerRecord,
-                     VariableRecord)
+from .models import (BeliefRecord, Branch, Campaign, CanonRule, ContextSnapshot, EventRecord, ExitRecord, ItemRecord,
+                     JudgeRun, Node, PerceptionRecord, PlaceRecord, RecorderRun, RollRecord, Round, SavePoint,
+                     StateEvent, StateRecord, TimeRecord, TriggerRecord, VariableRecord)
 from .state.events import MAX_TEXT
 
 
@@ -55,6 +55,12 @@ class NodeAdmin(_ReadOnlyAdmin):
     list_display = ["id", "campaign", "branch", "depth", "role", "mode", "tokens", "created_at"]
     list_filter = ["role", "mode", "campaign"]
     search_fields = ["text"]
+
+
+@admin.register(Round)
+class RoundAdmin(_ReadOnlyAdmin):
+    list_display = ["node", "number", "kind", "started_ms", "elapsed_seconds"]
+    list_filter = ["kind"]
 
 
 @admin.register(ContextSnapshot)
@@ -315,3 +321,67 @@ class TriggerRecordAdmin(_RuleRecordAdmin):
 class JudgeRunAdmin(_ReadOnlyAdmin):
     list_display = ["node", "status", "model", "error", "updated_at"]
     list_filter = ["status"]
+
+
+class _MindRecordAdmin(_WorldRecordAdmin):
+    """What characters perceived and believe, as stored on every line; a person changes it by correction
+    (the minds panel), and an event only ever by retracting it."""
+
+    def _data(self, obj, name):
+        value = obj.data.get(name, "")
+        return ", ".join(value) if isinstance(value, list) else value
+
+
+@admin.register(EventRecord)
+class EventRecordAdmin(_MindRecordAdmin):
+    kind = "event"
+    list_display = ["slot", "value", "importance", "location", "participants", "campaign", "branch", "depth",
+                    "narrator_only", "retracted"]
+    list_filter = ["campaign", "narrator_only", "retracted"]
+
+    @admin.display(description="importance")
+    def importance(self, obj):
+        return obj.data.get("importance", 1)
+
+    @admin.display(description="location")
+    def location(self, obj):
+        return self._data(obj, "location")
+
+    @admin.display(description="participants")
+    def participants(self, obj):
+        return self._data(obj, "participants")
+
+
+@admin.register(PerceptionRecord)
+class PerceptionRecordAdmin(_MindRecordAdmin):
+    kind = "perception"
+    list_display = ["subject", "slot", "value", "mode", "accuracy", "campaign", "branch", "depth", "retracted"]
+    list_filter = ["campaign", "retracted"]
+
+    @admin.display(description="mode")
+    def mode(self, obj):
+        return self._data(obj, "mode")
+
+    @admin.display(description="accuracy (checking only)")
+    def accuracy(self, obj):
+        return self._data(obj, "accuracy")
+
+
+@admin.register(BeliefRecord)
+class BeliefRecordAdmin(_MindRecordAdmin):
+    kind = "belief"
+    list_display = ["subject", "slot", "value", "confidence", "supports", "contradicts", "campaign", "branch",
+                    "depth", "retracted"]
+    list_filter = ["campaign", "retracted"]
+
+    @admin.display(description="confidence")
+    def confidence(self, obj):
+        return self._data(obj, "confidence")
+
+    @admin.display(description="supports")
+    def supports(self, obj):
+        return self._data(obj, "supports")
+
+    @admin.display(description="contradicts")
+    def contradicts(self, obj):
+        return self._data(obj, "contradicts")

@@ -8,7 +8,17 @@ from .state.events import CORRECTION_TYPES, MAX_TEXT
 from .state.registry import OP_FIELDS, TYPES
 
 
+# The campaign's limits on voices (seed 002; the edit page's "Voices" fieldset).
+VOICES_FIELDS = ["game_master", "max_rounds", "max_characters", "offstage_per_turn", "offstage_per_character",
+                 "offstage_summary", "authoring_enabled", "authoring_per_turn", "authoring_consolidate_after"]
+VOICES_NUMBERS = [name for name in VOICES_FIELDS if name not in ("game_master", "offstage_summary",
+                                                                  "authoring_enabled")]
+
+
 class CampaignForm(forms.ModelForm):
+    reranker_url = forms.URLField(required=False, max_length=300, assume_scheme="http", label="Reranker URL",
+                                  help_text=Campaign._meta.get_field("reranker_url").help_text)
+
     class Meta:
         model = Campaign
         fields = [
@@ -16,6 +26,9 @@ class CampaignForm(forms.ModelForm):
             "point_of_view", "prose_length", "dialogue_density", "descriptive_richness", "violence_level",
             "pacing", "style_notes", "narrator_rules",
             "context_token_budget", "max_output_tokens", "temperature",
+            *VOICES_FIELDS,
+            "memory_recall", "memory_over_retrieve", "memory_diversity", "memory_associate", "memory_flaky",
+            "memory_verify", "reranker_url",
         ]
         widgets = {
             "opening": forms.Textarea(attrs={"rows": 6}),
@@ -24,9 +37,14 @@ class CampaignForm(forms.ModelForm):
             "narrator_rules": forms.Textarea(attrs={"rows": 3}),
         }
 
+    # Characters' recall: a form that leaves one out keeps the campaign's value (the seed's default when new).
+    RECALL_NUMBERS = ("memory_recall", "memory_over_retrieve", "memory_diversity", "memory_associate")
+
     def __init__(self, *args, window=None, model="", **kwargs):
         """`window`: what the narrator `model` can read at once, if its server says; a new budget starts there."""
         super().__init__(*args, **kwargs)
+        for name in self.RECALL_NUMBERS:
+            self.fields[name].required = False
         field = self.fields["context_token_budget"]
         if window and not self.instance.pk:
             self.initial["context_token_budget"] = min(window, self.initial.get("context_token_budget", field.initial))
@@ -35,6 +53,19 @@ class CampaignForm(forms.ModelForm):
         elif model:
             field.help_text += (f" The server does not say how much the narrator model, {model}, reads at once: "
                                 "keep the budget within what it was started with.")
+        # A limit left out of a post (an older page, a script) keeps its value rather than failing the form,
+        # and one out of range or not a number is refused in the model's words (what it is for, what it may be).
+        for name in VOICES_NUMBERS:
+            field = self.fields[name]
+            field.required = False
+            message = Campaign._meta.get_field(name).validators[0].message
+            field.error_messages.update(min_value=message, max_value=message, invalid=message)
+
+    def clean_reranker_url(self):
+        url = self.cleaned_data.get("reranker_url", "")
+        if url and not url.startswith(("http://", "https://")):
+            raise forms.ValidationError("Give the reranking server's address as http://host:port (or leave it empty).")
+        return url
 
     def clean_context_token_budget(self):
         value = self.cleaned_data["context_token_budget"]
@@ -44,6 +75,9 @@ class CampaignForm(forms.ModelForm):
 
     def clean(self):
         cleaned = super().clean()
+        for name in (*VOICES_NUMBERS, *self.RECALL_NUMBERS):
+            if cleaned.get(name) is None and name not in self.errors:
+                cleaned[name] = getattr(self.instance, name)
         budget, output = cleaned.get("context_token_budget"), cleaned.get("max_output_tokens")
         if budget and output and output + 64 >= budget // 2:
             self.add_error(
@@ -245,4 +279,6 @@ class CorrectionForm(forms.Form):
                     data["ops"] = [op]
             elif posted.get(name, "").strip():
                 data[name] = posted[name].strip()
+                if TYPES[event["type"]].fields[name].kind == "names":  # a list, typed as "Mara, Edrin"
+                    data[name] = [part.strip() for part in data[name].split(",") if part.strip()]
         return {**event, "data": data}

@@ -52,6 +52,13 @@ class Path:
             )
         return condition
 
+    def sql(self):
+        """Return (SQL, parameters): ``clause`` written out, for reads the ORM takes longer to build than to run."""
+        if not self.segments:
+            return "0", []
+        sql = " OR ".join(["(branch_id = %s AND depth > %s AND depth <= %s)"] * len(self.segments))
+        return sql, [value for s in self.segments for value in (s.branch_id, s.low, s.high)]
+
     def contains(self, branch_id, depth):
         return any(s.branch_id == branch_id and s.contains(depth) for s in self.segments)
 

@@ -25,6 +25,20 @@ REASON_CHARS = 2_000  # why an event was rejected or a step failed
 # The window no local model exceeds, and the range Ollama and OpenAI servers accept.
 MAX_CONTEXT_TOKENS = 1_048_576
 MAX_TEMPERATURE = 2.0
+# Voices (seed 002 回合结构, 离场行动, 扩展世界): how far each limit may go. Every round is a game-master call and
+# one call per character it activates, every off-stage character one call after the turn: past these a turn
+# takes minutes on a local model. Rounds stay far below 100, where off-stage rounds are numbered from.
+MAX_ROUNDS = 6
+MAX_CHARACTERS = 8
+MAX_OFFSTAGE = 4
+MAX_AUTHORING = 5
+MAX_CONSOLIDATE_AFTER = 50
+
+
+def _limit(what, low, high, why):
+    """Return the validators of a limit on voices, refusing with what it is for and the values it may take."""
+    message = f"{what} may be {low} to {high}; choose a number in that range ({why})."
+    return [MinValueValidator(low, message), MaxValueValidator(high, message)]
 
 
 class Campaign(models.Model):
@@ -103,6 +117,61 @@ class Campaign(models.Model):
                                             help_text="Turns a fired trigger's cue is given before it lapses.")
     # When the person last played (a committed turn): a real clock tells the narrator of an absence from here.
     last_played_at = models.DateTimeField(null=True, blank=True, editable=False)
+
+    # Voices (decision D9: campaign fields a form checks, not a settings file). Seed 002's defaults.
+    game_master = models.BooleanField(
+        default=False, help_text="A game master resolves each action and narrates, and the characters with the "
+                                 "player speak for themselves, each from what it knows.")
+    max_rounds = models.PositiveSmallIntegerField(
+        default=3, validators=_limit("Rounds after a player message", 1, MAX_ROUNDS,
+                                     "each round is a game-master call and one call per character it activates"),
+        help_text="Rounds after each player message (the player's move alone counts as one).")
+    max_characters = models.PositiveSmallIntegerField(
+        default=4, validators=_limit("Characters in one round", 1, MAX_CHARACTERS,
+                                     "each one is a model call of its own in every round"),
+        help_text="Characters who may act in one round.")
+    offstage_per_turn = models.PositiveSmallIntegerField(
+        default=2, validators=_limit("Off-stage characters after a turn", 0, MAX_OFFSTAGE,
+                                     "0 turns off-stage actions off; each one is a model call after the turn"),
+        help_text="Characters away from the player who act after each turn on what is due (0: none).")
+    offstage_per_character = models.PositiveSmallIntegerField(
+        default=1, validators=_limit("Off-stage actions of one character after a turn", 1, MAX_OFFSTAGE,
+                                     "to keep characters from acting off stage, set the characters per turn to 0"),
+        help_text="How often one character may act off stage after one turn.")
+    offstage_summary = models.BooleanField(
+        default=True, help_text="Show what happened off stage as a “Meanwhile” card after the turn.")
+    authoring_enabled = models.BooleanField(
+        default=True, help_text="Let the world author add people, places and passages when the story needs them.")
+    authoring_per_turn = models.PositiveSmallIntegerField(
+        default=2, validators=_limit("Creations by the world author in one turn", 0, MAX_AUTHORING,
+                                     "0 lets the author complete the world but never add to it"),
+        help_text="The most people, places and things the world author may create in one turn.")
+    authoring_consolidate_after = models.PositiveSmallIntegerField(
+        default=5, validators=_limit("New things waiting before consolidation", 1, MAX_CONSOLIDATE_AFTER,
+                                     "consolidation also runs after four turns"),
+        help_text="New things waiting before the world author completes their passages and relationships "
+                  "(it also does after four turns).")
+    # Characters' recall (seed 002 memory.*, decision D9: settings a form checks), and the optional reranker.
+    memory_flaky = models.BooleanField(
+        default=True, help_text="Memories fade with story time (once the story clock runs); off: recalled exactly.")
+    memory_recall = models.PositiveSmallIntegerField(
+        default=12, validators=[MinValueValidator(1), MaxValueValidator(60)],
+        help_text="How many memories a character recalls at once.")
+    memory_over_retrieve = models.PositiveSmallIntegerField(
+        default=4, validators=[MinValueValidator(1), MaxValueValidator(10)],
+        help_text="Candidates looked at per memory recalled (at most 60 in all).")
+    memory_diversity = models.FloatField(
+        default=0.3, validators=[MinValueValidator(0.0), MaxValueValidator(1.0)],
+        help_text="How much near-duplicate memories are held back, 0 (not at all) to 1.")
+    memory_associate = models.PositiveSmallIntegerField(
+        default=2, validators=[MaxValueValidator(10)],
+        help_text="Important memories brought along by what was recalled (0: none).")
+    memory_verify = models.BooleanField(
+        default=True, help_text="When the recorder's events, perceptions or beliefs are refused, ask it once more "
+                                "with the reasons before keeping any.")
+    reranker_url = models.URLField(
+        max_length=300, blank=True,
+        help_text="An optional reranking server (POST /rerank, as llama.cpp and TEI answer); empty: none.")
 
     # The head: where the story currently stands. Every read of the story
     # starts from here through ``lineage.path_of``.
@@ -196,6 +265,46 @@ class ContextSnapshot(models.Model):
 
     def __str__(self):
         return f"context of node {self.node_id}"
+
+
+class Round(models.Model):
+    """One round of a game-master turn, hanging under the turn's reply node (decision D6).
+
+    Rounds 1 to ``max_rounds`` are the game master's; off-stage rounds are
+    numbered from 100. Being rows under the reply node, rounds follow it
+    through undo, redo, retry and branch switches with no rule of their own:
+    they are read through ``Path.clause("node__")``. docs/voices.md is the
+    contract for what each field holds.
+    """
+
+    class Kind(models.TextChoices):
+        GM = "gm", "Game master"
+        OFFSTAGE = "offstage", "Off stage"
+
+    node = models.ForeignKey(Node, on_delete=models.CASCADE, related_name="rounds")
+    number = models.PositiveSmallIntegerField()
+    kind = models.CharField(max_length=10, choices=Kind.choices)
+    started_ms = models.BigIntegerField(null=True, blank=True, help_text="Story time the round began (UTC ms); "
+                                                                          "empty before the story clock starts.")
+    elapsed_seconds = models.PositiveIntegerField(default=0)
+    resolution = models.JSONField(default=dict, blank=True, help_text="The game master's resolve_round, as used.")
+    activated = models.JSONField(default=list, blank=True, help_text="[{who, why}]: who acted, and why.")
+    outputs = models.JSONField(default=list, blank=True, help_text="[{speaker, text}]: what each voice said.")
+    briefs = models.JSONField(default=dict, blank=True, help_text="{who: brief}: what each character was told.")
+
+    class Meta:
+        ordering = ["node", "number"]
+        constraints = [
+            models.UniqueConstraint(fields=["node", "number"], name="one_round_per_number"),
+            models.CheckConstraint(
+                condition=(models.Q(kind="gm", number__gte=1, number__lt=100)
+                           | models.Q(kind="offstage", number__gte=100)),
+                name="round_numbers_by_kind",
+            ),
+        ]
+
+    def __str__(self):
+        return f"round {self.number} ({self.kind}) of node {self.node_id}"
 
 
 class SavePoint(models.Model):
@@ -375,6 +484,30 @@ class TriggerRecord(StateRecord):
     class Meta:
         proxy = True
         verbose_name = "trigger record"
+
+
+class EventRecord(StateRecord):
+    """The admin's list of recorded events (``event:<id>``: sealed once written), on every line."""
+
+    class Meta:
+        proxy = True
+        verbose_name = "event record"
+
+
+class PerceptionRecord(StateRecord):
+    """The admin's list of perceptions (``perception:<event>:<who>``), accuracy labels included, on every line."""
+
+    class Meta:
+        proxy = True
+        verbose_name = "perception record"
+
+
+class BeliefRecord(StateRecord):
+    """The admin's list of beliefs (``belief:<who>:<id>``), on every line."""
+
+    class Meta:
+        proxy = True
+        verbose_name = "belief record"
 
 
 class RecorderRun(models.Model):

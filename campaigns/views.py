@@ -14,7 +14,7 @@ from django.views.decorators.http import require_GET, require_POST
 from . import lineage, state, worldmap
 from .forms import CorrectionForm
 from .models import Campaign, Node, RecorderRun, StateEvent
-from .state import lint, world
+from .state import authoring, lint, world
 from .state.registry import OP_NAMES
 from .state.selection import describe
 
@@ -145,6 +145,7 @@ def world_panel_context(campaign, *, message="", error="", reload_panels=False):
         "people": people,
         "refused": refused,
         "findings": lint.lint(now),
+        "queue": [{"name": now.name_of(q.key), "reason": q.reason, "turn": q.turn} for q in authoring.queue(now)],
         "places": [now.name_of(key) for key in world.places(now)],
         "characters": [now.name_of(key) for key in world.characters(now)],
         "item_names": sorted({now.name_of(r.subject) for r in now.entities() if r.data.get("kind") == "item"}),

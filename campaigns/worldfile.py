@@ -31,7 +31,7 @@ from django.db import transaction
 from . import lineage, story
 from .models import Campaign, CanonRule, Node, StateEvent
 from .state import calendar as story_calendar
-from .state import clock, lint, rulebook, validate_batch, world
+from .state import clock, lint, lore, rulebook, validate_batch, world
 from .state.rules import Refused
 from .state.reading import PROTAGONIST, Canon, State, _add_protagonist, key_for, normalize, protagonist_name
 from .state.registry import MAX_NAME, MAX_TEXT, clean
@@ -55,7 +55,6 @@ WORLD_SECTIONS = ("format", "version", "campaign", "slots", "places", "exits", "
 STORED_SECTIONS = {"lore": "list"}
 # For each stored list section: the fields every entry needs, and which of its fields name a character or a place.
 STORED_ENTRIES = {"lore": (("id", "title", "text"), {})}
-LORE_SCOPES = ("listed", "everyone")
 # The ``clock`` section's fields and the Campaign fields they fill in (the new-campaign form has none of them).
 CLOCK_FIELDS = {"mode": "clock_mode", "time_zone": "time_zone", "round_seconds": "round_seconds",
                 "max_skip_days": "max_skip_days"}
@@ -147,6 +146,7 @@ class Built:
     events: list = field(default_factory=list)
     where: list = field(default_factory=list)
     problems: list = field(default_factory=list)
+    lore: set = field(default_factory=set)  # the keys of the file's own lore entries, which knowledge may name
 
     def add(self, where, type, subject="", object="", value="", **extra):
         self.events.append({"type": type, "subject": subject, "object": object, "value": value, **extra})
@@ -219,6 +219,8 @@ def build(document, protagonist=""):
             problems.append(f"unknown section {section!r}; a world file has {', '.join(known)}")
     names = _Names()
     names.declare("character", PROTAGONIST, [protagonist_name_of(protagonist)] if protagonist else [])
+    out.lore = {entry.key for entry in lore.world_entries(document.get("lore") if isinstance(document.get("lore"),
+                                                                                               list) else [])}
     sections = {name: _list(document, name, problems) for name in ("slots", "places", "exits", "factions",
                                                                    "characters", "items", "facts")}
     if "campaign" in document and not isinstance(document["campaign"], dict):
@@ -443,7 +445,15 @@ def _known(out, names, key, section, kind, known, where):
         return
     target = known.get("name") if isinstance(known, dict) else known
     if kind == "lore":
-        out.add(where, "know", key, _text(target), data={"kind": "lore", "how": how})
+        if not isinstance(target, str) or not target.strip():
+            out.problems.append(f"{where}: names no lore entry")
+            return
+        entry = lore.lore_key(target)
+        if entry.startswith(f"{lore.WORLD_BOOK}:") and entry not in out.lore:
+            out.problems.append(f"{where}: no entry {target!r} in the file's lore section (a lorebook's entry is "
+                                "named \"<book>:<id>\")")
+            return
+        out.add(where, "know", key, entry, data={"kind": "lore", "how": how})
         return
     found = names.find(target, (kind,), where, out.problems)
     if found:
@@ -564,6 +574,7 @@ def _stored(out, names, section, kind, value):
             return
         required, references = STORED_ENTRIES[section]
         before = len(problems)
+        seen = {}
         for number, entry in enumerate(value, 1):
             where = f"{section}[{number}]"
             if not isinstance(entry, dict):
@@ -575,8 +586,14 @@ def _stored(out, names, section, kind, value):
             for name, referred in references.items():
                 if entry.get(name):
                     names.find(entry[name], (referred,), f"{where}.{name}", problems)
-            if section == "lore" and entry.get("scope", "listed") not in LORE_SCOPES:
-                problems.append(f"{where}.scope must be {' or '.join(LORE_SCOPES)}, not {entry.get('scope')!r}")
+            if section == "lore" and entry.get("scope", lore.LISTED) not in lore.SCOPES:
+                problems.append(f"{where}.scope must be {' or '.join(lore.SCOPES)}, not {entry.get('scope')!r}")
+            if section == "lore" and entry.get("id"):
+                key = lore.lore_key(str(entry["id"]))
+                if key in seen:
+                    problems.append(f"{where}.id {entry['id']!r} is the id of {seen[key]} too; give each entry its "
+                                    "own id (knowledge names an entry by it)")
+                seen.setdefault(key, where)
         if len(problems) > before:
             return
     out.add(section, "world_section", section, data={"content": value})

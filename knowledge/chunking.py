@@ -75,6 +75,11 @@ def chunk(text, *, markdown=True):
     return packer.finish()
 
 
+def blocks(text, *, markdown=True):
+    """Return the headings, fenced code blocks and paragraphs of ``text`` in document order (what is packed)."""
+    return list(_blocks(text, markdown))
+
+
 def inert(text):
     """Return ``text`` with every Markdown image replaced by a placeholder that keeps no address.
 

@@ -10,6 +10,7 @@ carries the source and the failure is recorded on it (seed 003 §58).
 
 import asyncio
 import hashlib
+from contextlib import nullcontext
 import unicodedata
 from pathlib import PurePath
 
@@ -21,7 +22,9 @@ from django.utils import timezone
 
 from storyteller import llm
 
-from . import chunking
+from campaigns import playing
+
+from . import chunking, lorebooks
 from .models import Passage, Source
 
 MAX_BYTES = 1024 * 1024  # seed 003 §76: sources are capped at 1 MiB
@@ -47,12 +50,13 @@ class DuplicateSource(ImportRefused):
 
 
 def import_source(campaign, filename, data, classification, *, hidden=False, always_include=False, notes="",
-                  allow_duplicate=False):
+                  allow_duplicate=False, lorebook=False, lore_scope=Source.LoreScope.LISTED):
     """Import the bytes of file ``filename`` into ``campaign`` and return the new Source.
 
     Raise ImportRefused (with nothing stored) for a file that is not .md or
     .txt, larger than 1 MiB, not UTF-8, or already imported into this campaign
-    (unless ``allow_duplicate``).
+    (unless ``allow_duplicate``); a ``lorebook`` also for Markdown without an
+    entry, or with two entries of one id, and while a turn is played.
     """
     name = PurePath(filename).name
     suffix = PurePath(name).suffix.lower()
@@ -64,7 +68,8 @@ def import_source(campaign, filename, data, classification, *, hidden=False, alw
     text = _decode(name, data)
     content_hash = hashlib.sha256(text.encode()).hexdigest()
     chunks = chunking.chunk(text, markdown=EXTENSIONS[suffix])
-    with transaction.atomic():
+    entries = _lore_entries(name, text, suffix) if lorebook else None
+    with (playing.lore_change(campaign.pk) if lorebook else nullcontext()), transaction.atomic():
         existing = Source.objects.filter(campaign=campaign, content_hash=content_hash).first()
         if existing and not allow_duplicate:
             raise DuplicateSource(name, existing)
@@ -82,9 +87,24 @@ def import_source(campaign, filename, data, classification, *, hidden=False, alw
             parser_version=chunking.PARSER_VERSION,
             chunking_version=chunking.CHUNKING_VERSION,
             lexical_state=Source.IndexState.READY,
+            lorebook=lorebook,
+            lore_scope=lore_scope,
+            lore_book=lorebooks.book_key_for(campaign.pk, _title(name, text, suffix)) if lorebook else "",
         )
         _write_passages(source, chunks)
+        if entries is not None:
+            lorebooks.write_entries(source, entries)
     return source
+
+
+def _lore_entries(name, text, suffix):
+    if not EXTENSIONS[suffix]:
+        raise ImportRefused(f"{name} is plain text; a lorebook is Markdown with a heading for each entry "
+                            "(## The Flood). Nothing was imported.")
+    try:
+        return lorebooks.parse(text)
+    except lorebooks.LoreRefused as refusal:
+        raise ImportRefused(f"{name} cannot be a lorebook: {refusal}. Nothing was imported.") from None
 
 
 def restore_source(campaign, *, text, filename, content_hash, chunks, **fields):
@@ -93,6 +113,8 @@ def restore_source(campaign, *, text, filename, content_hash, chunks, **fields):
     source = Source.objects.create(campaign=campaign, text=text, filename=filename, content_hash=content_hash,
                                    lexical_state=Source.IndexState.READY, **fields)
     _write_passages(source, chunks)
+    if source.lorebook:
+        lorebooks.write_entries(source, lorebooks.parse(text))
     if (source.parser_version, source.chunking_version) != (chunking.PARSER_VERSION, chunking.CHUNKING_VERSION):
         source.parser_version, source.chunking_version = chunking.PARSER_VERSION, chunking.CHUNKING_VERSION
         source.save(update_fields=["parser_version", "chunking_version"])
@@ -116,9 +138,13 @@ def check_size(name, size):
 def recut_source(source):
     """Re-cut ``source`` from its stored text with the current chunking; its vectors must be rebuilt after."""
     chunks = cut(source.text, source.filename)
+    # A lorebook's entries come from its text, not from the passages: re-read, they keep their keys.
+    entries = lorebooks.parse(source.text) if source.lorebook else None
     with transaction.atomic():
         source.passages.all().delete()
         _write_passages(source, chunks)
+        if entries is not None:
+            lorebooks.write_entries(source, entries)
         source.parser_version = chunking.PARSER_VERSION
         source.chunking_version = chunking.CHUNKING_VERSION
         source.lexical_state = Source.IndexState.READY

@@ -17,6 +17,10 @@ TEXT_CHARS = 1024 * 1024  # a source is at most 1 MiB of UTF-8 (seed 003 §76), 
 
 
 class Source(models.Model):
+    class LoreScope(models.TextChoices):
+        LISTED = "listed", "Known only to those who have learned it"
+        EVERYONE = "everyone", "Known to everyone"
+
     class Classification(models.TextChoices):
         CANON = "canon", "Canon"
         REFERENCE = "reference", "Reference"
@@ -36,6 +40,14 @@ class Source(models.Model):
     hidden = models.BooleanField(default=False, help_text="Narrator only: the protagonist does not know this.")
     always_include = models.BooleanField(default=False, help_text="Canon only: supplied on every turn.")
     notes = models.TextField(blank=True, validators=[MaxLengthValidator(NOTES_CHARS)])
+    # A lorebook (seed 002 实体知识, decision D10): each heading an entry characters know by its key,
+    # "<lore_book>:<entry id>". The book's key is given once and never changes, so knowledge stays pointed at it.
+    lorebook = models.BooleanField(default=False, help_text="Each heading is a lore entry that characters know "
+                                                            "only once they have learned it.")
+    lore_book = models.CharField(max_length=60, blank=True, help_text="The book's key in its entries' keys.")
+    lore_scope = models.CharField(max_length=10, choices=LoreScope.choices, default=LoreScope.LISTED,
+                                  help_text="Who knows an entry that does not say: only those with a knowledge "
+                                            "record of it, or everyone.")
 
     text = models.TextField(help_text="The imported text, NFC-normalised with Unix line endings.",
                             validators=[MaxLengthValidator(TEXT_CHARS)])
@@ -59,6 +71,8 @@ class Source(models.Model):
                 condition=models.Q(always_include=False) | models.Q(classification="canon"),
                 name="always_include_is_canon_only",
             ),
+            models.UniqueConstraint(fields=["campaign", "lore_book"], condition=~models.Q(lore_book=""),
+                                    name="one_lore_book_key_per_campaign"),
         ]
         indexes = [models.Index(fields=["campaign", "content_hash"])]
 
@@ -104,3 +118,29 @@ class Passage(models.Model):
 
     def __str__(self):
         return f"{self.source_id}#{self.index}"
+
+
+class LoreEntry(models.Model):
+    """One entry of a lorebook: derived from the source's text (like its passages), rebuilt with the same key.
+
+    The key comes from the text itself — an explicit ``{#id}`` on the
+    heading, or the heading path — never from how passages were cut, so the
+    knowledge that names it survives "Rebuild index" (decision D10).
+    """
+
+    source = models.ForeignKey(Source, on_delete=models.CASCADE, related_name="lore_entries")
+    campaign = models.ForeignKey(Campaign, on_delete=models.CASCADE, related_name="+")
+    key = models.CharField(max_length=200, help_text="<book>:<entry id>, as knowledge records name it.")
+    title = models.CharField(max_length=300)
+    heading_path = models.TextField(blank=True)
+    text = models.TextField(blank=True)
+    scope = models.CharField(max_length=10, blank=True, choices=Source.LoreScope.choices,
+                             help_text="Empty: the lorebook's scope.")
+    position = models.PositiveIntegerField()
+
+    class Meta:
+        ordering = ["source", "position"]
+        constraints = [models.UniqueConstraint(fields=["campaign", "key"], name="one_lore_entry_per_key")]
+
+    def __str__(self):
+        return self.key

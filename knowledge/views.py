@@ -12,12 +12,12 @@ from django.urls import reverse
 from django.views.decorators.http import require_GET, require_POST
 from django_htmx.http import HttpResponseClientRedirect
 
-from campaigns import lineage
+from campaigns import lineage, playing
 from campaigns.models import ContextSnapshot, Node
 from campaigns.views import campaign_for_user
 from storyteller import importing
 
-from . import importer, retrieval
+from . import importer, lorebooks, retrieval
 from .forms import SourceForm, UploadForm
 from .models import Source
 
@@ -44,7 +44,15 @@ def _page_context(campaign, **extra):
     used = _turns_using(campaign)
     for source in sources:
         source.turns_used = len(used.get(source.pk, []))
-    return {"campaign": campaign, "sources": sources, "form": UploadForm(), **extra}
+    return {"campaign": campaign, "sources": sources, "form": UploadForm(), "world_lore": _world_lore(campaign),
+            **extra}
+
+
+def _world_lore(campaign):
+    """Return the world file's lore entries at the head, each with who knows it (the book "world")."""
+    entries = lorebooks.world_lore_at(campaign)
+    known = lorebooks.knowers(campaign, [entry.key for entry in entries]) if entries else {}
+    return [{"entry": entry, "known_by": known.get(entry.key, [])} for entry in entries]
 
 
 @login_required
@@ -87,11 +95,16 @@ def _import_one(campaign, upload, options):
         source = importer.import_source(
             campaign, upload.name, upload.read(), options["classification"], hidden=options["hidden"],
             always_include=options["always_include"], allow_duplicate=options["allow_duplicate"],
+            lorebook=options["lorebook"], lore_scope=options["lore_scope"],
         )
     except importer.ImportRefused as refusal:
         return False, str(refusal)
+    except playing.TurnInProgress as refusal:
+        return False, f"{upload.name} was not imported as a lorebook: {refusal}"
     importer.embed_source(source)
     message = f"Imported {upload.name} as “{source.title}” ({source.get_classification_display()})."
+    if source.lorebook:
+        message += f" It is a lorebook of {source.lore_entries.count()} entries, keys “{source.lore_book}:…”."
     if source.semantic_detail:
         message += f" {source.semantic_detail}"
     return True, message
@@ -113,15 +126,24 @@ def knowledge_panel(request, pk):
     return render(request, "knowledge/_knowledge_panel.html", {"campaign": campaign, "sources": sources})
 
 
+def _source_context(source, **extra):
+    entries = list(source.lore_entries.all()) if source.lorebook else []
+    known = lorebooks.knowers(source.campaign, [entry.key for entry in entries]) if entries else {}
+    for entry in entries:
+        entry.known_by = known.get(entry.key, [])
+        entry.scope_now = entry.scope or source.lore_scope
+    return {"campaign": source.campaign, "source": source, "passages": source.passages.all(),
+            "form": SourceForm(instance=source), "turns": _turns_using(source.campaign).get(source.pk, []),
+            "entries": entries, **extra}
+
+
 @login_required
 @require_GET
 def source_page(request, pk, source_pk):
+    """The source's page; for htmx, its lorebook entries alone (who knows each, at the head of the story)."""
     source = _get_source_for_user(request, pk, source_pk)
-    turns = _turns_using(source.campaign).get(source.pk, [])
-    return render(request, "knowledge/source.html", {
-        "campaign": source.campaign, "source": source, "passages": source.passages.all(),
-        "form": SourceForm(instance=source), "turns": turns,
-    })
+    template = "knowledge/source.html#lore" if request.htmx else "knowledge/source.html"
+    return render(request, template, _source_context(source))
 
 
 @login_required
@@ -131,12 +153,14 @@ def source_update(request, pk, source_pk):
     form = SourceForm(request.POST, instance=source)
     saved = form.is_valid()
     if saved:
-        form.save()
-    elif not request.htmx:
-        return render(request, "knowledge/source.html", {
-            "campaign": source.campaign, "source": source, "passages": source.passages.all(), "form": form,
-            "turns": _turns_using(source.campaign).get(source.pk, []),
-        }, status=400)
+        try:
+            lorebooks.save_settings(form)
+        except (lorebooks.LoreRefused, playing.TurnInProgress) as refusal:
+            form.add_error(None, str(refusal))
+            saved = False
+    if not saved and not request.htmx:
+        source.refresh_from_db()
+        return render(request, "knowledge/source.html", _source_context(source, form=form), status=400)
     if request.htmx:
         source.refresh_from_db()
         return render(request, "knowledge/source.html#settings",
@@ -148,8 +172,13 @@ def source_update(request, pk, source_pk):
 @login_required
 @require_POST
 def source_delete(request, pk, source_pk):
+    """Delete a source; a lorebook that characters' knowledge still names, or any during a turn, is refused."""
     source = _get_source_for_user(request, pk, source_pk)
-    source.delete()
+    try:
+        lorebooks.delete_source(source)
+    except (lorebooks.LoreRefused, playing.TurnInProgress) as refusal:
+        template = "knowledge/source.html#removal" if request.htmx else "knowledge/source.html"
+        return render(request, template, _source_context(source, removal_error=str(refusal)), status=409)
     if request.htmx:
         return HttpResponseClientRedirect(reverse("knowledge", args=[pk]))
     return redirect("knowledge", pk)

@@ -1,7 +1,7 @@
 from django.contrib import admin
 
 from . import bank
-from .models import Checkpoint, Memory, MemoryRun
+from .models import Checkpoint, Memory, MemoryRun, MindsRun, RecallItem
 
 
 @admin.register(Memory)
@@ -67,6 +67,34 @@ class CheckpointAdmin(admin.ModelAdmin):
                     "created_at"]
     list_filter = ["origin", "campaign"]
     search_fields = ["text"]
+
+    def has_add_permission(self, request):
+        return False
+
+    def has_change_permission(self, request, obj=None):
+        return False
+
+
+@admin.register(MindsRun)
+class MindsRunAdmin(admin.ModelAdmin):
+    list_display = ["node", "campaign", "status", "applied", "rejected", "asked_again", "indexed", "embedded",
+                    "attempts", "model", "updated_at"]
+    list_filter = ["status", "campaign"]
+
+    def has_add_permission(self, request):
+        return False
+
+    def has_change_permission(self, request, obj=None):
+        return False
+
+
+@admin.register(RecallItem)
+class RecallItemAdmin(admin.ModelAdmin):
+    """The recall index: derived from the records (rebuilt from the minds panel), listed to inspect, never edited."""
+
+    list_display = ["slot", "owner", "kind", "text", "importance", "at_ms", "campaign", "branch", "depth", "retracted"]
+    list_filter = ["kind", "campaign", "retracted"]
+    search_fields = ["slot", "owner", "text", "gist"]
 
     def has_add_permission(self, request):
         return False

@@ -17,15 +17,17 @@ from dataclasses import dataclass
 
 from django.db import connection
 
-from campaigns.models import REASON_CHARS
+from campaigns.models import REASON_CHARS, StateRecord
 from storyteller import tokens
 
 from .models import SUMMARY_CHARS, Checkpoint, CheckpointRun
 
 # Bump when what the hash covers changes: every older row becomes unusable and is rebuilt on need.
-SCHEMA_VERSION = 1
-# Bump when the way a summary is placed in the prompt changes (the summary is written for that placement).
-PROMPT_VERSION = 1
+# 2: the hash covers the sealed events recorded in the range too (seed 002, decision D1).
+SCHEMA_VERSION = 2
+# Bump when the way a summary is placed in the prompt (or written) changes.
+# 2: the summariser is handed the range's sealed public events beside its passages.
+PROMPT_VERSION = 2
 # A summary longer than this is refused: it would crowd out the verbatim story it stands in for.
 MAX_SUMMARY_TOKENS = 1200
 
@@ -131,13 +133,19 @@ def _matches(checkpoint, path, fresh):
 def source_hash(path, end, stable_prefix_hash):
     """Return the fingerprint of ``path`` from the opening through ``end`` under ``stable_prefix_hash``.
 
-    Covers the schema and prompt versions, the prefix hash, the campaign, and
-    every covered node in order: id, branch, depth, role, mode, text. A path
+    Covers the schema and prompt versions, the prefix hash, the campaign,
+    every covered node in order (id, branch, depth, role, mode, text) and
+    every event record in the range (the summariser writes from them: id,
+    depth, slot, its words, whether it is narrator-only or retracted). A path
     missing a depth in that range hashes differently from a whole one.
     """
     header = json.dumps([SCHEMA_VERSION, PROMPT_VERSION, stable_prefix_hash, path.campaign_id])
-    nodes = path.capped(end).nodes().values_list("id", "branch_id", "depth", "role", "mode", "text")
+    covered = path.capped(end)
+    nodes = covered.nodes().values_list("id", "branch_id", "depth", "role", "mode", "text")
     sql, params = nodes.query.sql_with_params()
+    events = (StateRecord.objects.filter(covered.clause(), campaign_id=path.campaign_id, kind="event")
+              .order_by("depth", "id").values_list("id", "depth", "slot", "value", "narrator_only", "retracted"))
+    events_sql, events_params = events.query.sql_with_params()
     # SQLite joins the rows (in the subquery's depth order) and Python hashes one string: reading 5,000 rows
     # into Python objects cost ten times as much (bench "checkpoint"). Each text is preceded by its length, so
     # no text can pass for the fields after it; a different join order could only fail a check, never pass one.
@@ -146,7 +154,30 @@ def source_hash(path, end, stable_prefix_hash):
             "SELECT group_concat(id || char(31) || branch_id || char(31) || depth || char(31) || role || char(31) "
             f"|| mode || char(31) || length(text) || char(31) || text, char(30)) FROM ({sql})", params)
         joined = cursor.fetchone()[0] or ""
-    return hashlib.sha256(f"{header}\x1e{joined}".encode()).hexdigest()
+        cursor.execute(
+            "SELECT group_concat(id || char(31) || depth || char(31) || slot || char(31) || length(value) || char(31)"
+            f" || value || char(31) || narrator_only || char(31) || retracted, char(30)) FROM ({events_sql})",
+            events_params)
+        recorded = cursor.fetchone()[0] or ""
+    return hashlib.sha256(f"{header}\x1e{joined}\x1d{recorded}".encode()).hexdigest()
+
+
+def public_events(path, start, end):
+    """Return [(depth, text)]: the sealed public events recorded on ``path`` after ``start`` through ``end``.
+
+    What the summariser may be handed (seed 002, decision D1): events, never
+    perceptions, beliefs or accuracy labels; not one the narrator alone knows;
+    not one a person retracted as erroneous (within the range).
+    """
+    covered = path.capped(end)
+    deepest = {}
+    for slot, depth, pk, value, narrator_only, retracted in (
+            StateRecord.objects.filter(covered.clause(), campaign_id=path.campaign_id, kind="event")
+            .values_list("slot", "depth", "id", "value", "narrator_only", "retracted")):
+        if slot not in deepest or (depth, pk) > deepest[slot][:2]:
+            deepest[slot] = (depth, pk, value, narrator_only, retracted)
+    return [(depth, value) for depth, _, value, secret, retracted in sorted(deepest.values())
+            if depth > start and not secret and not retracted]
 
 
 def prefix_hash(text):

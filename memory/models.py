@@ -300,3 +300,42 @@ class RecallUse(models.Model):
 
     def __str__(self):
         return f"{self.owner or 'game master'} recalled {self.slot} at ({self.branch_id}, {self.depth})"
+
+
+class RecallSync(models.Model):
+    """The newest state record the recall index has read: what is newer is indexed next (``recall_index.sync``)."""
+
+    campaign_id = models.BigIntegerField(primary_key=True)
+    record_id = models.BigIntegerField(default=0)
+
+    def __str__(self):
+        return f"campaign {self.campaign_id}'s recall index read through record {self.record_id}"
+
+
+class MindsRun(models.Model):
+    """What the minds step of the post-turn worker did after one reply: the recorder's second call, the index."""
+
+    class Status(models.TextChoices):
+        RECORDED = "recorded", "Recorded"
+        NOTHING = "nothing", "Nothing to record"
+        WAITING = "waiting", "Waiting for the state's recording"
+        FAILED = "failed", "Failed"
+
+    node = models.OneToOneField(Node, on_delete=models.CASCADE, related_name="minds_run")
+    campaign = models.ForeignKey(Campaign, on_delete=models.CASCADE, related_name="+")
+    status = models.CharField(max_length=12, choices=Status.choices)
+    applied = models.PositiveIntegerField(default=0)
+    rejected = models.PositiveIntegerField(default=0)
+    asked_again = models.BooleanField(default=False, help_text="The first answer had refusals and was asked again.")
+    note = models.TextField(blank=True, help_text="Why nothing was asked, in words.",
+                            validators=[MaxLengthValidator(REASON_CHARS)])
+    indexed = models.PositiveIntegerField(default=0)
+    embedded = models.PositiveIntegerField(default=0)
+    embedding_note = models.TextField(blank=True, validators=[MaxLengthValidator(REASON_CHARS)])
+    error = models.TextField(blank=True, validators=[MaxLengthValidator(REASON_CHARS)])
+    attempts = models.PositiveIntegerField(default=1)
+    model = models.CharField(max_length=200, blank=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    def __str__(self):
+        return f"minds run for node {self.node_id}: {self.status}"

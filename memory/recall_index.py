@@ -25,7 +25,7 @@ from dataclasses import dataclass
 
 import numpy as np
 from django.db import connection, transaction
-from django.db.models import Count, Max, Sum
+from django.db.models import Count, Max
 from django.utils import timezone
 
 from .ranking import semantic_scores
@@ -42,7 +42,7 @@ from .recall import (
     semantic_floor,
     terms,
 )
-from .models import RecallItem, RecallPin, RecallUse, RecallVector
+from .models import RecallItem, RecallPin, RecallSync, RecallUse, RecallVector
 
 # The situation's words sent to FTS5, first seen first: a long scene adds only cost.
 MAX_QUERY_TERMS = 32
@@ -221,7 +221,12 @@ def pool_at(campaign_id, path, owner):
     # Rows are only added (a higher id) or rewritten by ``index`` (a higher revision) or all dropped by
     # ``rebuild``: (count, newest id, revisions) over the covering index says when the pool is stale,
     # where reading two thousand rows into Python to compare them cost as much as the rest of a recall.
-    stamp = tuple(rows.aggregate(n=Count("*"), newest=Max("id"), revisions=Sum("revision")).values())
+    # Written out: the ORM took longer to build this one aggregate than SQLite to answer it (bench "minds").
+    on_line, params = path.sql()
+    with connection.cursor() as cursor:
+        cursor.execute(f"SELECT COUNT(*), MAX(id), SUM(revision) FROM {RecallItem._meta.db_table}"
+                       f" WHERE campaign_id = %s AND owner = %s AND ({on_line})", [campaign_id, owner, *params])
+        stamp = tuple(cursor.fetchone())
     key = (campaign_id, owner)
     with _lock:
         last = _pools.get(key)
@@ -269,9 +274,12 @@ def _grew(before, after):
 
 def uses_at(campaign_id, path, owner):
     """Return ``{slot: earlier recalls}`` of the owner on ``path``."""
-    rows = (RecallUse.objects.filter(path.clause(), campaign_id=campaign_id, owner=owner).order_by()
-            .values_list("slot").annotate(n=Count("*")))
-    return dict(rows)
+    on_line, params = path.sql()
+    with connection.cursor() as cursor:
+        cursor.execute(f"SELECT slot, COUNT(*) FROM {RecallUse._meta.db_table} WHERE campaign_id = %s AND owner = %s"
+                       f" AND ({on_line}) GROUP BY slot", [campaign_id, owner, *params])
+        return dict(cursor.fetchall())
+
 
 
 def search_words(campaign_id, owner, text, *, pool=None):
@@ -481,3 +489,83 @@ def cached_owners(campaign_id, model):
     with _lock:
         return {key[1]: set(value[1][0]) for key, value in _matrices.items()
                 if key[0] == campaign_id and key[2] == model}
+
+
+# ---------------------------------------------------------------- kept in step with the records
+
+
+RECORD_KINDS = ("event", "perception", "belief")
+_RECORD_FIELDS = ("id", "slot", "kind", "value", "data", "branch_id", "depth", "retracted")
+
+
+class _Record:
+    """The values of one StateRecord ``entries_from_records`` reads."""
+
+    __slots__ = _RECORD_FIELDS
+
+    def __init__(self, *values):
+        for name, value in zip(_RECORD_FIELDS, values):
+            setattr(self, name, value)
+
+
+def sync(campaign_id):
+    """Index the campaign's event, perception and belief records written since the last sync; return how many.
+
+    The index is derived (ARCHITECTURE rule 3) and kept in step by every
+    writer calling this after its records commit: the post-turn minds step,
+    ``story append``, a person's correction, an import. A perception or belief
+    takes its event's values (importance, time, place, people) from the line
+    it was written on. Read-only on the records; writes only the index.
+    """
+    from campaigns import lineage
+    from campaigns.models import StateRecord
+
+    with transaction.atomic():
+        stamp, _ = RecallSync.objects.select_for_update().get_or_create(campaign_id=campaign_id)
+        rows = [_Record(*row) for row in StateRecord.objects.filter(
+            campaign_id=campaign_id, kind__in=RECORD_KINDS, id__gt=stamp.record_id).order_by("id")
+            .values_list(*_RECORD_FIELDS)]
+        if not rows:
+            return 0
+        entries = []
+        for anchor in sorted({(row.branch_id, row.depth) for row in rows}, key=lambda a: (a[1], a[0])):
+            here = [row for row in rows if (row.branch_id, row.depth) == anchor]
+            entries += entries_from_records(here, context=_referred(campaign_id, lineage.path_at(
+                campaign_id, *anchor), here))
+        index(campaign_id, entries)
+        stamp.record_id = rows[-1].id
+        stamp.save(update_fields=["record_id"])
+    return len(rows)
+
+
+def _referred(campaign_id, path, rows):
+    """Return the records on ``path`` that ``rows``' perceptions and beliefs refer to: events and perceptions."""
+    from campaigns.models import StateRecord
+
+    wanted = set()
+    for row in rows:
+        if row.kind == "perception":
+            wanted.add(_perception_parts(row.slot)[0])
+        elif row.kind == "belief":
+            evidence = [*(row.data or {}).get("supports", ()), *(row.data or {}).get("contradicts", ())]
+            wanted.update(evidence)
+            wanted.update(_perception_parts(slot)[0] for slot in evidence)
+    if not wanted:
+        return []
+    deepest = {}
+    for values in StateRecord.objects.filter(path.clause(), campaign_id=campaign_id, slot__in=wanted).values_list(
+            *_RECORD_FIELDS):
+        record = _Record(*values)
+        held = deepest.get(record.slot)
+        if held is None or (record.depth, record.id) > (held.depth, held.id):
+            deepest[record.slot] = record
+    return [record for record in deepest.values() if not record.retracted]
+
+
+def rebuild_from_records(campaign_id):
+    """Drop the campaign's recall index and read every record again ("Rebuild recall index"); return the rows made."""
+    with transaction.atomic():
+        RecallItem.objects.filter(campaign_id=campaign_id).delete()
+        RecallSync.objects.filter(campaign_id=campaign_id).delete()
+        sync(campaign_id)
+    return RecallItem.objects.filter(campaign_id=campaign_id).count()

@@ -41,7 +41,8 @@ MIN_CHUNK_TOKENS = 200
 
 SCHEMA = {
     "type": "object",
-    "properties": {"summary": {"type": "string"}},
+    # An empty summary covers nothing: it is asked for again like any answer that misses the schema.
+    "properties": {"summary": {"type": "string", "minLength": 1}},
     "required": ["summary"],
 }
 
@@ -51,7 +52,8 @@ RULES = (
     "passages, in at most {words} words: major events in order, the player's actual choices, what was "
     "discovered, promises and goals, how relationships changed, unresolved threads and lasting consequences. "
     "Use the characters' names. Write only what the text states; do not invent, do not guess at thoughts, do not "
-    "copy style. Answer as JSON: {{\"summary\": \"...\"}}."
+    "copy style. The events recorded for those passages, when given, are the story's own record of what happened: "
+    "build on them. Answer as JSON: {{\"summary\": \"...\"}}."
 )
 
 
@@ -65,6 +67,7 @@ class _Job:
     plan: budget.Compaction
     previous: str
     passages: list  # (depth, rendered text), oldest first
+    events: list  # (depth, text) of the sealed public events in the range (seed 002, D1), oldest first
     options: llm.ChatOptions
     chunk_tokens: int
     words: int
@@ -77,10 +80,11 @@ async def compact(plan):
     narrator = await llm.anarrator_for(job.campaign.narrator_model or None)
     summary = job.previous
     model = narrator.model
-    for start, end, text in _chunks(job.passages, job.chunk_tokens):
+    for start, end, text in _chunks(job.passages, job.chunk_tokens, job.events):
+        events = [text for depth, text in job.events if start <= depth <= end]
         messages = [
             {"role": "system", "content": RULES.format(words=job.words)},
-            {"role": "user", "content": _request(summary, start, end, text)},
+            {"role": "user", "content": _request(summary, start, end, text, events)},
         ]
         try:
             reply = await priority.call(
@@ -210,18 +214,23 @@ def _prepare(plan):
             f"The {campaign.context_token_budget:,}-token window leaves no room to summarise the story "
             f"({chunk:,} tokens a chunk).")
     options = llm.ChatOptions(num_predict=num_predict, num_ctx=campaign.context_token_budget, temperature=0.0)
-    return _Job(campaign, plan, previous, passages, options, chunk, words)
+    events = checkpoints.public_events(plan.path, plan.previous_end, plan.through)
+    return _Job(campaign, plan, previous, passages, events, options, chunk, words)
 
 
-def _chunks(passages, limit):
+def _chunks(passages, limit, events=()):
     """Yield (first depth, last depth, text) of consecutive passages within ``limit`` tokens each.
 
-    A passage longer than the limit alone is sent as its opening and its end
-    (memory.blocks.excerpt): the summariser sees it, the prompt never cuts it.
+    A passage's cost includes the events recorded at its depth, which go with
+    it. A passage longer than the limit alone is sent as its opening and its
+    end (memory.blocks.excerpt): the summariser sees it, the prompt never cuts it.
     """
+    recorded = {}
+    for depth, text in events:
+        recorded[depth] = recorded.get(depth, 0) + tokens.count(text) + 2
     pending, spent = [], 0
     for depth, text in passages:
-        cost = tokens.count(text) + 2
+        cost = tokens.count(text) + 2 + recorded.get(depth, 0)
         if pending and spent + cost > limit:
             yield pending[0][0], pending[-1][0], "\n\n".join(t for _, t in pending)
             pending, spent = [], 0
@@ -233,9 +242,11 @@ def _chunks(passages, limit):
         yield pending[0][0], pending[-1][0], "\n\n".join(t for _, t in pending)
 
 
-def _request(summary, start, end, text):
+def _request(summary, start, end, text, events=()):
     before = f"Summary of the story so far (depths 0–{start - 1}):\n{summary}\n\n" if summary else ""
-    return (f"{before}The story continues (depths {start}–{end}):\n\n{text}\n\n"
+    recorded = ("Events recorded in these passages:\n" + "\n".join(f"- {event}" for event in events) + "\n\n"
+                if events else "")
+    return (f"{before}{recorded}The story continues (depths {start}–{end}):\n\n{text}\n\n"
             f"Write the new summary of the whole story through depth {end}.")
 
 

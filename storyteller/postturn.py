@@ -25,9 +25,9 @@ from dataclasses import dataclass
 
 from campaigns import lineage
 from campaigns.models import JudgeRun, Node, RecorderRun
-from memory.models import CheckpointRun, MemoryRun
+from memory.models import CheckpointRun, MemoryRun, MindsRun
 
-from . import compaction, judge, llm, memories, recorder
+from . import compaction, judge, llm, memories, minds, recorder
 from .llm import priority
 
 logger = logging.getLogger(__name__)
@@ -49,6 +49,8 @@ class Step:
 STEPS = [
     Step(recorder.record, "Recording what the reply changed…", "Recording", RecorderRun),
     Step(judge.judge, "Judging the world's triggers…", "Judge step", JudgeRun),
+    # The recorder's second call (D11): what the characters perceived, then the recall index.
+    Step(minds.record, "Recording what the characters perceived…", "Minds step", MindsRun),
     Step(memories.remember, "Writing memories…", "Memory step", MemoryRun),
     Step(compaction.checkpoint, "Writing the summary…", "Summary step", CheckpointRun),
 ]

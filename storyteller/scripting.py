@@ -20,7 +20,9 @@ from django.db import transaction
 
 from campaigns import lineage, story, storytime
 from campaigns.models import Campaign, Node, StateEvent
-from campaigns.state import apply_events, rulebook, state_at, world
+from campaigns.state import apply_events, rulebook, state_at, whereabouts, world
+
+from memory import recall_index
 
 from .context import node_tokens
 
@@ -107,7 +109,7 @@ def append(campaign, turns):
         action = story.PlayerAction(mode=turn.mode, text=turn.text, direction=turn.direction,
                                     tokens=node_tokens("player", turn.mode, turn.text))
         reply = story.Reply(text=turn.reply, tokens=node_tokens("narrator", "", turn.reply),
-                            report={"scripted": True, "budget": {}}, model="script", api="script")
+                            report={"scripted": True, "budget": {}, "sections": []}, model="script", api="script")
         with transaction.atomic():  # as a played turn commits: the story, then its round of story time
             node = story.commit_turn(campaign.pk, (campaign.head_branch_id, campaign.head_depth), action, reply)
             storytime.advance(node)
@@ -118,6 +120,7 @@ def append(campaign, turns):
                      "type": event.payload.get("type", ""), "status": event.status, "reason": event.reason}
                     for event in stored]
     campaign.refresh_from_db()
+    recall_index.sync(campaign.pk)  # what characters perceived and believe, searchable as a turn leaves it
     return results
 
 
@@ -130,7 +133,7 @@ def state_after(campaign, depth):
     node = line.nodes().filter(depth=depth).values_list("pk", "branch_id").get()
     state = state_at(line, campaign)
     return {"campaign": campaign.pk, "depth": depth, "node": node[0], "branch": node[1], **world.snapshot(state),
-            **rulebook.snapshot(state, campaign.time_zone)}
+            **rulebook.snapshot(state, campaign.time_zone), "minds": whereabouts.minds_at(line, campaign).as_json()}
 
 
 def campaign_for(pk):

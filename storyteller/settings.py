@@ -247,6 +247,9 @@ STORYTELLER_MEMORY_TIMEOUT = _env_seconds("STORYTELLER_MEMORY_TIMEOUT", 120.0)
 STORYTELLER_MEMORY_BANK_CAPACITY = _env_count("STORYTELLER_MEMORY_BANK_CAPACITY", 80)
 # How many memories one turn may use, pins included (seed 000 §20: 5).
 STORYTELLER_MEMORY_TOP_K = _env_count("STORYTELLER_MEMORY_TOP_K", 5)
+# Whether the recorder's second call records what the characters perceived after each reply (issue 14). On a
+# slow machine with a small model it costs a model call or two a turn in the background (bench "minds").
+STORYTELLER_RECORD_MINDS = _env_bool("STORYTELLER_RECORD_MINDS", True)
 # How long the summariser may take to write one chunk of a checkpoint summary:
 # longer than a memory's, since a chunk fills most of the window.
 STORYTELLER_CHECKPOINT_TIMEOUT = _env_seconds("STORYTELLER_CHECKPOINT_TIMEOUT", 180.0)

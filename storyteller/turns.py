@@ -17,7 +17,7 @@ from django.db import transaction
 
 from campaigns import lineage, story, storytime
 from campaigns.models import Campaign, Node
-from memory import bank
+from memory import bank, recall_index
 
 from . import compaction, context, llm, postturn, warming
 from .llm import priority
@@ -189,7 +189,7 @@ def _read(campaign_id, action, retry):
 def _build(reading, narrator, queries):
     try:
         return context.build(reading.campaign, reading.path, reading.action, model=narrator.model, api=narrator.api,
-                             query=queries.knowledge, memory_query=queries.memory)
+                             query=queries.knowledge, memory_query=queries.memory, events_query=queries.events)
     except context.NeedsCompaction:
         raise
     except context.ContextOverflow as error:
@@ -218,11 +218,14 @@ def _commit(prepared, reply, retry):
     """Commit the turn, time it in the story, and count the memories it used, in one transaction (seed 004 §O:
     one commit; the clock, the routines' catch-up and the trigger check are code, with no model call)."""
     used = [entry["id"] for entry in reply.report.get("memories", {}).get("used", [])]
+    evoked = [entry["slot"] for entry in (reply.report.get("events") or {}).get("used", [])]
     try:
         with transaction.atomic():
             node = _commit_story(prepared, reply, retry)
             storytime.advance(node, started_ms=prepared.started_ms)
             bank.record_use(used)
+            # Each earlier event the narrator was given is recalled once more on this line (its half-life grows).
+            recall_index.record_use(prepared.campaign.pk, (node.branch_id, node.depth), "", evoked)
         return node
     except story.StoryMovedOn as error:
         raise TurnFailed(str(error)) from error

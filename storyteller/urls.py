@@ -1,7 +1,7 @@
 from django.contrib import admin
 from django.urls import include, path
 
-from . import views
+from . import minds_views, views
 
 urlpatterns = [
     path("", views.campaign_list, name="campaign_list"),
@@ -35,6 +35,10 @@ urlpatterns = [
     path("campaigns/<int:pk>/memory/plot/", views.plot_panel, name="plot_panel"),
     path("campaigns/<int:pk>/memory/plot/edit/", views.edit_plot, name="plot_edit"),
     path("campaigns/<int:pk>/memory/plot/rebuild/", views.rebuild_plot, name="plot_rebuild"),
+    path("campaigns/<int:pk>/minds/", minds_views.minds_panel, name="minds_panel"),
+    path("campaigns/<int:pk>/minds/correct/", minds_views.minds_correct, name="minds_correct"),
+    path("campaigns/<int:pk>/minds/rebuild/", minds_views.minds_rebuild, name="minds_rebuild"),
+    path("campaigns/<int:pk>/minds/<str:who>/", minds_views.remember, name="remember"),
     path("campaigns/<int:pk>/replies/<int:node_pk>/record/", views.retry_recording, name="retry_recording"),
     path("campaigns/<int:pk>/worker/", views.worker_status, name="worker_status"),
     path("campaigns/<int:pk>/worker/retry/", views.retry_worker, name="retry_worker"),

@@ -3,6 +3,7 @@ from django.contrib.auth import get_user_model
 
 from campaigns import story
 from campaigns.models import Campaign, CanonRule
+from campaigns.state import whereabouts
 from knowledge import retrieval
 from memory import checkpoints, recall_index
 from storyteller import llm, postturn, warming
@@ -81,5 +82,7 @@ def _fresh_server_knowledge():
 
 @pytest.fixture(autouse=True)
 def _fresh_recall_caches():
-    """Start each test with no cached recall items or matrices: ids are reused after a test's rollback."""
+    """Start each test with no cached recall items or matrices, nor whereabouts beliefs: ids are reused after a
+    test's rollback."""
     recall_index.forget_caches()
+    whereabouts.forget()

@@ -8,7 +8,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('campaigns', '0006_world_sources'),
+        ('campaigns', '0008_voices'),
     ]
 
     operations = [

@@ -7,7 +7,8 @@ things are, from where everyone was:
   or the item ends inside a closed container (then only the one who did it);
 - arriving at a place → sees the visible items there (not hidden, not inside a
   closed container; what those present carry), and notices ▶ that an item it
-  expected to see there is gone (its whereabouts become unknown);
+  expected to see there is gone (its whereabouts become unknown); ▶ those
+  there see what the newcomer visibly carries;
 - away → keeps the old belief;
 - told, or present when it is said or noticed in the scene → believes what was
   said (the truth, unless a speaker said otherwise);
@@ -145,7 +146,8 @@ class Minds:
         return dict(self.holder)
 
     def characters(self):
-        return sorted(self.position)
+        """Return everyone placed on the map or holding a belief (told of something while never placed)."""
+        return sorted(set(self.position) | set(self._believes))
 
     def place_of(self, item):
         """Return the place an item is at, through its holding chain (a character's place for what it holds)."""
@@ -197,6 +199,8 @@ class Minds:
         present = set(self._at.get(step.to, ()))
         self._at.setdefault(step.to, set()).add(step.who)
         self._look({step.who}, present | {step.who}, [step.to, *present])
+        if present:  # ▶ and those there see what the newcomer visibly carries
+            self._look(present, present | {step.who}, [step.who])
 
     def _change(self, step):
         self._views.pop(self.place_of(step.item), None)

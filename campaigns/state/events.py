@@ -23,7 +23,7 @@ from django.utils import timezone
 
 from .. import lineage
 from ..models import Campaign, Node, RecorderRun, StateEvent, StateRecord
-from . import world
+from . import minds, world  # noqa: F401 — each registers its event types in the one table
 from . import rulebook  # registers story time and world rules in the one table, and checks triggers after a batch
 from .reading import (ENTITY_KINDS, PROTAGONIST, Record, fact_slot, key_for, normalize, state_at, state_for_events,
                       thread_slot)
@@ -103,19 +103,20 @@ def validate_batch(state, events, source, *, elsewhere=lambda key: False, env=No
     return outcomes
 
 
-def apply_events(node, payloads, *, source, author=None, attempt=0, model=""):
+def apply_events(node, payloads, *, source, author=None, attempt=0, model="", mark=True):
     """Validate ``payloads`` in order against the state after ``node`` and write them in one transaction.
 
     Every event is stored, applied or rejected with its reason. For the
     recorder, the node's RecorderRun becomes "applied" in the same transaction,
-    and a node already recorded is left alone (a retry that raced a success).
-    After the batch the application keeps its own rules in the same
-    transaction (``rulebook.after_batch``: a round lengthened to the journeys
-    it made, then the world's triggers checked), as events of the engine.
-    Return the stored StateEvents.
+    and a node already recorded is left alone (a retry that raced a success);
+    with ``mark`` False (the recorder's second call, whose run is its own) the
+    RecorderRun is not touched. After the batch the application keeps its own
+    rules in the same transaction (``rulebook.after_batch``: a round lengthened
+    to the journeys it made, then the world's triggers checked), as events of
+    the engine. Return the stored StateEvents.
     """
     with transaction.atomic():
-        if source in PROPOSERS and not _mark_recorded(node, attempt, model):
+        if source in PROPOSERS and mark and not _mark_recorded(node, attempt, model):
             return []
         # Only what the state reader uses (bench "state": 0.1 ms where the whole row through the ORM took 0.8).
         campaign = Campaign.objects.raw(f"SELECT id, created_at, protagonist, {', '.join(rulebook.CAMPAIGN_FIELDS)}"
@@ -125,6 +126,7 @@ def apply_events(node, payloads, *, source, author=None, attempt=0, model=""):
         # A world file names thousands of things at once: read the (new) campaign's whole state instead.
         state = state_at(path, campaign) if source == StateEvent.Source.WORLD else state_for_events(path, campaign,
                                                                                                      events)
+        state.prefetch(minds.slots_for(state, events))  # what characters' minds records check, in one read
         env = rulebook.env_for(node, campaign, path)
         outcomes = validate_batch(state, events, source, elsewhere=_elsewhere(path), env=env)
         outcomes += rulebook.after_batch(state, outcomes, source, env, elsewhere=_elsewhere(path))
@@ -449,7 +451,8 @@ def _mark(check, event):
 
 
 # What the recorder (and a script) may propose after a turn, and what a person may also do by correction.
-RECORDER_TYPES = types_for("recorder")
+# (The state call's; events, perceptions and beliefs have a call of their own: decision D11.)
+RECORDER_TYPES = tuple(name for name in types_for("recorder") if TYPES[name].call == "")
 CORRECTION_TYPES = types_for("correction")
 
 

@@ -417,6 +417,10 @@ _SHAREABLE = frozenset(BASE_KINDS)
 # For ``_rows``, with BASE_KINDS and the protagonist's location slot as its parameters.
 _BASE_SQL = f"r.kind IN ({', '.join(['%s'] * len(BASE_KINDS))}) OR r.slot = %s"
 
+# What characters perceived and believe (campaigns/state/minds.py): read by the recall index and the
+# whereabouts beliefs, never folded into the state the narrator's lines, the panels and ``story state`` show.
+MIND_KINDS = ("event", "perception", "belief", "notice")
+
 # The kinds whose slot belongs to one entity, the record's subject.
 # (Who holds what is in the base: a holding chain may need any holder.)
 SUBJECT_KINDS = ("location", "condition", "relationship", "fact")
@@ -498,7 +502,8 @@ def _record(row):
 
 def _fold_all(path):
     rows = (
-        StateRecord.objects.filter(path.clause(), campaign_id=path.campaign_id)
+        # A slot's records all share its kind, so leaving kinds out before the ranking leaves no slot half-read.
+        StateRecord.objects.filter(path.clause(), campaign_id=path.campaign_id).exclude(kind__in=MIND_KINDS)
         .annotate(rank=Window(RowNumber(), partition_by=[F("slot")], order_by=[F("depth").desc(), F("id").desc()]))
         # Only the window condition may go here: a plain condition such as
         # retracted=False would be applied before ranking and revive the value

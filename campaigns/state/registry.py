@@ -62,6 +62,9 @@ class EventType:
     fields: dict  # name -> Field, the keys of ``data``
     help: str  # subject / object / value, and what the event does, in one line for the recorder and the docs
     aliases: bool = False  # whether the envelope's aliases mean anything for this type
+    # Which of the recorder's calls proposes it: "" the state call, "minds" the second, small-schema call
+    # (decision D11: events, perceptions and beliefs are recorded in a call of their own).
+    call: str = ""
 
     def fields_for(self, source):
         if source in PROPOSERS:
@@ -93,12 +96,12 @@ STORY, WORLD_RANK = 10, 20
 RULES_RANK = 30
 
 
-def register(rank, name, *, sources, fields=None, help, aliases=False):
+def register(rank, name, *, sources, fields=None, help, aliases=False, call=""):
     """Register the decorated function as the handler of event type ``name``, listed by ``rank``."""
     def decorate(handler):
         if name in TYPES:
             raise ValueError(f"event type {name!r} is registered twice")
-        TYPES[name] = EventType(name, rank, handler, tuple(sources), dict(fields or {}), help, aliases)
+        TYPES[name] = EventType(name, rank, handler, tuple(sources), dict(fields or {}), help, aliases, call)
         return handler
     return decorate
 
@@ -277,9 +280,10 @@ def schema(name, source=CORRECTION):
     return _object(properties, required=("type",) if source in PROPOSERS else None)
 
 
-def recorder_schema(source=RECORDER):
-    """Return the recorder's answer schema: ``{"events": [...]}``, each event one of the types it may propose."""
-    variants = [schema(name, source) for name in types_for(source)]
+def recorder_schema(source=RECORDER, call=""):
+    """Return the recorder's answer schema: ``{"events": [...]}``, each event one of the types it may propose
+    in its ``call`` (the state call by default)."""
+    variants = [schema(name, source) for name in types_for(source) if TYPES[name].call == call]
     return _object({"events": {"type": "array", "items": {"anyOf": variants}, "maxItems": MAX_EVENTS}})
 
 

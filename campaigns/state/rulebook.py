@@ -533,12 +533,16 @@ def _catch_up(check, event):
         people = [who for who in people if who in routines]
     state.load("location", people)
     cal = calendar_of(state)
+    queue = state.of_kind("consolidation")
     plan = agenda.catch_up_plan(
         people, calendar.moment(now, env.settings.time_zone), routines=routines,
         locations={who: state.location_of(who) for who in people},
         cursors={r.subject: r.value for r in state.of_kind("agenda_cursor")},
         protagonist_place=state.location_of(PROTAGONIST), cal=cal, skipping=skipping,
-        queued=[r.subject for r in state.of_kind("consolidation")], name_of=state.name_of)
+        # The world author's creations share the queue's slots (``consolidation:<key>``): one of them already waits
+        # for the author, so it is not queued again, and only story time's own (no routine) fill its three places.
+        queued=[r.subject for r in queue if r.data.get("reason") == "no routine"],
+        excluded=frozenset(r.subject for r in queue if r.data.get("reason") != "no routine"), name_of=state.name_of)
     writes = [world.relocate(check, move.who, move.place, ignore_exits=True) for move in plan.moves]
     for who, activity in plan.activities.items():
         current = state.get(f"condition:{who}")

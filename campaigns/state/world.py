@@ -28,6 +28,7 @@ and applies whole or not at all, with every reason (``dry_run``).
 from collections import deque
 from dataclasses import dataclass, replace
 
+from .lore import lore_key
 from .reading import PROTAGONIST, key_for, normalize
 from .registry import EVERYONE, PEOPLE, WORLD, WORLD_RANK, Field, Rejected, register
 
@@ -574,11 +575,12 @@ def place_view(state, place, viewer=None, *, everything=False, cap=True):
                      left_out, unseen)
 
 
-def character_view(state, who):
+def character_view(state, who, minds=None):
     """Return what ``who`` sees and knows now: its place, those there, its relationships to them, what it knows of.
 
     The known entities are names only: knowing a place reveals neither who
-    nor what is in it (seed 「实体知识」).
+    nor what is in it (seed 「实体知识」). With ``minds`` (``whereabouts.minds_at``),
+    also where ``who`` believes things are, and where it thinks those present believe them.
     """
     place = state.location_of(who)
     view = place_view(state, place, who) if place else None
@@ -589,6 +591,8 @@ def character_view(state, who):
         "place": view,
         "relationships": {key: toward[key] for key in present if key in toward},
         "known": known_entities(state, who),
+        "believes": minds.believes(who) if minds is not None else {},
+        "believes_about": {key: minds.believes_about(who, key) for key in present} if minds is not None else {},
     }
 
 
@@ -1279,7 +1283,7 @@ def _known_target(check, event):
         raise Rejected("the event names nothing known")
     kind = data.get("kind", "")
     if kind == "lore":
-        return "lore", key_for(name)
+        return "lore", lore_key(name)
     if kind == "exit" or data.get("from"):
         if not data.get("from"):
             raise Rejected("an exit is known from a place: give data.from")

@@ -49,7 +49,8 @@
     var below = belowTheWindow();
     if (below > 0) {
       scrolling = true;
-      window.scrollBy(0, below);
+      // Whole pixels: the window scrolls by whole ones, and a fraction left over hid the box's last line.
+      window.scrollBy(0, Math.ceil(below));
     }
     following = true;
   }

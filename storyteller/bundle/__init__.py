@@ -40,9 +40,10 @@ from django.utils import timezone
 from campaigns import lineage
 from campaigns.forms import CampaignForm
 from campaigns.models import Branch, Campaign, Node
-from knowledge import importer
+from campaigns.state import lore
+from knowledge import importer, lorebooks
 from knowledge.models import Source
-from memory import checkpoints
+from memory import checkpoints, recall_index
 from memory.models import Checkpoint
 
 from .. import context
@@ -105,6 +106,7 @@ def import_bundle(owner, data):
     passages = [importer.cut(row.values["text"], row.values["filename"]) for row in bundle.tables["sources"]]
     with transaction.atomic():
         campaign, sources = _write(owner, bundle, passages)
+    recall_index.sync(campaign.pk)  # derived: rebuilt from the records (its vectors at the next minds step)
     for source in sources:
         importer.embed_source(source)
     return campaign
@@ -158,8 +160,11 @@ def _check_campaign_form(campaign):
 
 
 def _check_sources(sources):
+    books = {}
     for index, row in enumerate(sources):
         where, values = f"sources row {index + 1}", row.values
+        if values.get("lorebook") or values.get("lore_book"):
+            _check_lorebook(where, values, books)
         if _suffix(values["filename"]) not in importer.EXTENSIONS:
             refuse(f"{where} (filename): {values['filename'][:80]} is not a .md or .txt file; only Markdown and plain "
                    "text sources can be imported.")
@@ -170,6 +175,24 @@ def _check_sources(sources):
         if values.get("always_include") and values["classification"] != Source.Classification.CANON:
             refuse(f"{where} (always_include): only Canon can be always included, and this source is "
                    f"{values['classification']}.")
+
+
+def _check_lorebook(where, values, books):
+    """Refuse a lorebook whose key is not one a lorebook could have, is another's, or whose text has no entries."""
+    key = values.get("lore_book", "")
+    if key and (key != lore.book_key(key) or key == lore.WORLD_BOOK):
+        refuse(f"{where} (lore_book): {key[:60]!r} is not a lorebook's key (lower-case words joined by '-', and not "
+               f"{lore.WORLD_BOOK!r}, the world file's).")
+    if key in books:
+        refuse(f"{where} (lore_book): {key[:60]!r} is the key of {books[key]} too; each lorebook has its own.")
+    books[key] = where
+    if values.get("lorebook"):
+        if not key:
+            refuse(f"{where} (lore_book): a lorebook needs its key, which its entries' knowledge names.")
+        try:
+            lorebooks.parse(values["text"])
+        except lorebooks.LoreRefused as refusal:
+            refuse(f"{where} (text) cannot be a lorebook: {refusal}.")
 
 
 def _suffix(filename):
@@ -355,7 +378,7 @@ def _write(owner, bundle, passages):
         if rule is not None:
             pk = created["canon_rules"][rule].pk
             row.values |= {"slot": f"canon:{pk}", "subject": str(pk)}
-    for name in ("state_records", "recorder_runs", "memories", "memory_runs"):
+    for name in ("state_records", "recorder_runs", "memories", "memory_runs", "recall_uses"):
         created[name] = _create(rows.BY_NAME[name], bundle.tables[name], created, campaign)
     head = created["branches"][bundle.campaign.links["head_branch"]]
     Campaign.objects.filter(pk=campaign.pk).update(

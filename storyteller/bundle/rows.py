@@ -32,7 +32,7 @@ from campaigns.models import (
 )
 from campaigns.state.events import MAX_TEXT
 from knowledge.models import Source
-from memory.models import Checkpoint, Memory, MemoryRun
+from memory.models import Checkpoint, Memory, MemoryRun, RecallUse
 
 from .reading import refuse
 
@@ -116,6 +116,10 @@ CAMPAIGN_FIELDS = (
     "title", "genre", "protagonist", "opening", "point_of_view", "prose_length", "dialogue_density",
     "descriptive_richness", "violence_level", "pacing", "style_notes", "narrator_rules", "context_token_budget",
     "max_output_tokens", "temperature", "narrator_model", "embed_model", "head_depth", "created_at", "updated_at",
+    "game_master", "max_rounds", "max_characters", "offstage_per_turn", "offstage_per_character", "offstage_summary",
+    "authoring_enabled", "authoring_per_turn", "authoring_consolidate_after",
+    # Characters' recall. Not the reranker's address: an imported bundle is never a reason to make a request.
+    "memory_flaky", "memory_recall", "memory_over_retrieve", "memory_diversity", "memory_associate", "memory_verify",
     # Story time and world rules (issue 13); a bundle without them keeps their defaults.
     "clock_mode", "time_zone", "round_seconds", "max_skip_days", "trigger_cap", "beat_turns", "cue_turns",
     "last_played_at",
@@ -156,9 +160,14 @@ TABLES = (
           ("depth", "source_start", "source_end", "text", "tokens", "source_hash", "stable_prefix_hash",
            "schema_version", "prompt_version", "origin", "model", "created_at"),
           {"branch": ("branches", False)}),
+    # What characters recalled is play history (it lengthens what they remember); the recall index it
+    # refers to by slot is derived and rebuilt from the state records after the import.
+    Table("memory", "recall_uses", RecallUse, "campaign", ("depth", "owner", "slot"),
+          {"branch": ("branches", False)}),
     Table("knowledge", "sources", Source, "campaign",
           ("title", "filename", "classification", "enabled", "hidden", "always_include", "notes", "text",
-           "content_hash", "size_bytes", "parser_version", "chunking_version", "imported_at")),
+           "content_hash", "size_bytes", "parser_version", "chunking_version", "imported_at", "lorebook", "lore_book",
+           "lore_scope")),
 )
 BY_NAME = {table.name: table for table in TABLES}
 SECTIONS = {"campaigns": ["campaign"] + [t.name for t in TABLES if t.section == "campaigns"],

@@ -24,6 +24,7 @@ from memory import checkpoints
 
 from .. import tokens
 from . import budget, knowledge, layers
+from . import events as events_section
 from . import memories as memory_section
 from . import rules as rules_section
 from . import state as state_section
@@ -64,7 +65,7 @@ def node_tokens(role, mode, text):
     return tokens.count(message_for(role, mode, text)["content"])
 
 
-def build(campaign, path, action, *, model="", api="", seed=None, query=None, memory_query=None,
+def build(campaign, path, action, *, model="", api="", seed=None, query=None, memory_query=None, events_query=None,
           compact_above=budget.HIGH_WATERMARK):
     """Return the Context for ``action`` played after the end of ``path``.
 
@@ -75,15 +76,22 @@ def build(campaign, path, action, *, model="", api="", seed=None, query=None, me
     and the reply reserve do not fit ``campaign.context_token_budget``; ``NeedsCompaction``
     when the summary and verbatim history pass ``compact_above`` of the room left for them
     (the caller summarises and builds again); ``HistoryEntryTooLarge`` when the newest
-    passage alone does not fit.
+    passage alone does not fit. ``events_query`` is the events section's query, embedded
+    the same way.
     """
     stable, has_knowledge, standing_dropped = _stable_prefix(campaign)
+    system_text = "\n\n".join(section.text for section in stable)
+    stable_hash = checkpoints.prefix_hash(system_text)
+    lookup = checkpoints.look_up(path, stable_hash)
     remembered, memory_report = _memory_section(campaign, path, action, memory_query)
-    tail = [*remembered, *_state_section(campaign, path, action), *_dynamic_tail(action)]
+    state_text, current = _turn_state(campaign, path, action)
+    evoked, events_report = events_section.section(campaign, path, action, events_query, lookup.checkpoint,
+                                                   current=current)
+    tail = [*remembered, *([evoked] if evoked else []), *_state_section(campaign, path, state_text, current),
+            *_dynamic_tail(action)]
     for section in stable + tail:
         section.tokens = tokens.count(section.text)
 
-    system_text = "\n\n".join(section.text for section in stable)
     tail_text = "\n\n".join(section.text for section in tail)
     protected = (
         tokens.count(system_text) + tokens.count(tail_text) + 2 * budget.MESSAGE_OVERHEAD
@@ -99,7 +107,7 @@ def build(campaign, path, action, *, model="", api="", seed=None, query=None, me
     knowledge_tokens = sum(section.tokens + 1 for section in found)
     allowance -= knowledge_tokens
 
-    branch = _branch_context(path, system_text, allowance, compact_above)
+    branch = _branch_context(path, lookup, stable_hash, allowance, compact_above)
     history, history_messages = _history_section(branch.rows)
     summary_messages = [{"role": "system", "content": branch.summary.text}] if branch.summary else []
 
@@ -110,6 +118,7 @@ def build(campaign, path, action, *, model="", api="", seed=None, query=None, me
     _report_branch(report, branch, history)
     _report_state(report)
     report["memories"] = memory_report
+    report["events"] = events_report
     if has_knowledge:
         _report_knowledge(report, sections, knowledge_report, standing_dropped, knowledge_tokens)
     return Context(messages=messages, sections=sections, report=report)
@@ -173,17 +182,23 @@ def _report_knowledge(report, sections, retrieved, standing_dropped, spent):
     report["budget"]["unused"] -= spent
 
 
-def _state_section(campaign, path, action):
+def _turn_state(campaign, path, action):
+    """Return (the text relevance is judged from: the player's action and the reply it answers, the turn's part of
+    the state), read once for the events, state and rules sections."""
+    last = path.nodes().filter(depth=path.head_depth).values_list("text", flat=True).first() or ""
+    text = f"{action.text}\n{last}"
+    return text, story_state.state_for_turn(path, campaign, text)
+
+
+def _state_section(campaign, path, text, current):
     """Return the current-state section and the story time and rules section after it (each only when it has
     something to say).
 
     They are protected and read after memories and knowledge, just before the
-    input; relevance is judged from the player's action and the reply it answers.
+    input; relevance is judged from ``text`` (``_turn_state``).
     """
-    last = path.nodes().filter(depth=path.head_depth).values_list("text", flat=True).first() or ""
-    text = f"{action.text}\n{last}"
-    now = story_state.state_for_turn(path, campaign, text)
-    sections = [state_section.section(campaign, path, text, state=now), rules_section.section(campaign, path, now)]
+    sections = [state_section.section(campaign, path, text, current=current),
+                rules_section.section(campaign, path, current)]
     return [section for section in sections if section]
 
 
@@ -221,16 +236,15 @@ class _Branch:
     used: int
 
 
-def _branch_context(path, system_text, room, compact_above):
+def _branch_context(path, lookup, prefix_hash, room, compact_above):
     """Return the summary and verbatim history for ``path`` within ``room`` tokens, or raise.
 
-    Every node of the path is either verbatim or covered by the checkpoint:
+    ``lookup`` is the checkpoint lookup for the prompt's stable prefix (``prefix_hash``). Every
+    node of the path is either verbatim or covered by the checkpoint:
     nothing is silently left out. The cost is priced from two rows
     (``tokens_through``) before any text is read, so a story that needs
     compacting costs no more to check than a short one.
     """
-    prefix_hash = checkpoints.prefix_hash(system_text)
-    lookup = checkpoints.look_up(path, prefix_hash)
     checkpoint = lookup.checkpoint
     summary = layers.summary(checkpoint) if checkpoint else None
     covered_end = checkpoint.source_end if checkpoint else -1

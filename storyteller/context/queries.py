@@ -14,6 +14,7 @@ from campaigns import state
 from knowledge import retrieval
 from knowledge.importer import embedding_model
 
+from . import events as events_section
 from . import knowledge
 from . import memories as memory_section
 from .layers import newest_narration
@@ -26,27 +27,33 @@ class Queries:
     model: str  # the campaign's embedding model
     knowledge_texts: tuple = ()
     memory_texts: tuple = ()
+    events: events_section.Query | None = None  # the earlier events the input evokes (seed 002)
+    events_texts: tuple = ()
 
     def texts(self):
-        """Return every text to embed, knowledge first."""
-        return [*self.knowledge_texts, *self.memory_texts]
+        """Return every text to embed, knowledge first, the events' last."""
+        return [*self.knowledge_texts, *self.memory_texts, *self.events_texts]
 
     def embedded(self, vectors):
         """Return the queries with their vectors, ``vectors`` being one per ``texts()``."""
         split = len(self.knowledge_texts)
+        events_at = split + len(self.memory_texts)
         return replace(
-            self, knowledge_texts=(), memory_texts=(),
+            self, knowledge_texts=(), memory_texts=(), events_texts=(),
             knowledge=retrieval.embedded(self.knowledge, vectors[:split]) if self.knowledge_texts else self.knowledge,
-            memory=memory_section.embedded(self.memory, vectors[split:]) if self.memory_texts else self.memory,
+            memory=(memory_section.embedded(self.memory, vectors[split:events_at]) if self.memory_texts
+                    else self.memory),
+            events=events_section.embedded(self.events, vectors[events_at:]) if self.events_texts else self.events,
         )
 
     def failed(self, error, embedder):
         """Return the queries without vectors, each saying in words why (``embedder`` could not embed)."""
         return replace(
-            self, knowledge_texts=(), memory_texts=(),
+            self, knowledge_texts=(), memory_texts=(), events_texts=(),
             knowledge=retrieval.embedded(self.knowledge, error=error) if self.knowledge_texts else self.knowledge,
             memory=(memory_section.embedded(self.memory, error=error, embedder=embedder) if self.memory_texts
                     else self.memory),
+            events=events_section.embedded(self.events, error=error) if self.events_texts else self.events,
         )
 
 
@@ -63,4 +70,6 @@ def queries_for(campaign, path, action):
             campaign, knowledge.query_for(campaign, path, action, current, narration))
     remembered, memory_texts = memory_section.query_texts(
         campaign, path, memory_section.query_for(campaign, path, action, current, narration))
-    return Queries(found, remembered, embedding_model(campaign), tuple(knowledge_texts), tuple(memory_texts))
+    evoking, events_texts = events_section.query_texts(campaign, events_section.query_for(action))
+    return Queries(found, remembered, embedding_model(campaign), tuple(knowledge_texts), tuple(memory_texts),
+                   evoking, tuple(events_texts))

@@ -8,7 +8,7 @@ named here in words, so the narrator does not take the stable prefix's
 """
 
 from campaigns import state as story_state
-from campaigns.state import selection
+from campaigns.state import selection, whereabouts
 
 from .layers import DYNAMIC_TAIL, Section
 
@@ -21,14 +21,19 @@ SUPERSEDED_HEADER = "Initial canon that no longer holds on this line (the curren
 TAGS = {"correction": "[correction]", "state": "[state]", "campaign": "[campaign settings]"}
 
 
-def section(campaign, path, text, state=None):
+def section(campaign, path, text, *, current=None):
     """Return the state Section for a turn after ``path`` whose action and last reply are ``text``.
 
+    ``current`` is the turn's part of the state when the caller has read it.
     Return None while the story has no state yet: the protagonist alone is
     already in the campaign profile. ``state`` is the turn's state when the
     caller has read it already (``story_state.state_for_turn``).
     """
-    chosen = selection.select(state or story_state.state_for_turn(path, campaign, text), text)
+    current = current if current is not None else story_state.state_for_turn(path, campaign, text)
+    chosen = selection.select(current, text)
+    # Where the protagonist is wrong about where things are: the narrator's to play, never to reveal.
+    chosen.lines += whereabouts.mistaken_lines(current, whereabouts.minds_at(path, campaign), story_state.PROTAGONIST,
+                                               text)
     if not (chosen.lines or chosen.location or chosen.scene or chosen.superseded or chosen.dropped or chosen.here):
         return None
     return Section("state", "Current story state", "Level 2 accepted state", DYNAMIC_TAIL, render(chosen),

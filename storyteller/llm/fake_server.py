@@ -7,11 +7,15 @@ background thread and speaks enough of both APIs to drive every client:
     Ollama   GET /api/version, GET /api/tags, POST /api/show, POST /api/chat,
              POST /api/embed
     OpenAI   GET /v1/models, POST /v1/chat/completions, POST /v1/embeddings
+    Rerank   POST /rerank (llama.cpp's and TEI's shape: {"query", "documents"} ->
+             {"results": [{"index", "relevance_score"}]})
 
-Replies come from a script: `server.script(...)` for narration and
+Replies come from a script: `server.script(...)` for narration,
 `server.script_json(...)` for requests that carry a JSON schema (the recorder's
-structured calls), kept apart so background work after a turn never takes the
-next turn's scripted reply. When a script runs out the server answers
+structured calls) and `server.script_minds(...)` for those whose schema asks for
+a minds record (the recorder's second call: events, perceptions, beliefs),
+kept apart so background work after a turn never takes the next turn's
+scripted reply, nor one step another's. When a script runs out the server answers
 DEFAULT_REPLY, or for a request with a schema the smallest JSON that matches
 it, so an end-to-end test never hangs. Failures
 (`fail_mid_stream`, `fail_request`, `not_found`, `stall`, `omit_done`) are one-shot unless
@@ -24,7 +28,9 @@ whitespace-separated words in the messages.
 Every request is recorded in `server.requests`, every streamed chunk with its
 `time.perf_counter()` write time in `server.chunks`, and every stream the
 client closed before its end in `server.cancelled`. Embeddings are
-`storyteller.llm.scripted.vector_for(text)`, so tests can predict them.
+`storyteller.llm.scripted.vector_for(text)`, so tests can predict them. A
+rerank scores each document by the share of the query's words it holds,
+unless `script_rerank(...)` queued the scores.
 
 `FakeModelServer(stubs=...)` answers what is not scripted from the stubs
 instead (`reply(messages, schema)` for chat, `embed(text)` for embeddings):
@@ -133,6 +139,8 @@ class FakeModelServer:
     def __post_init__(self):
         self._replies = deque()
         self._json_replies = deque()
+        self._minds_replies = deque()
+        self._rerank_replies = deque()
         self._failures: dict[str, _Failure] = {}
         self._delay = 0.0
         self._json_delay = 0.0
@@ -174,6 +182,16 @@ class FakeModelServer:
         """Queue replies for the next requests that carry a JSON schema; a dict is sent as JSON, a string as is."""
         with self._lock:
             self._json_replies.extend(replies)
+
+    def script_minds(self, *replies: str | dict):
+        """Queue replies for the next requests whose schema asks for a minds record (it has "perceptions")."""
+        with self._lock:
+            self._minds_replies.extend(replies)
+
+    def script_rerank(self, *scores: list):
+        """Queue the scores (one list per request, one score per document) of the next /rerank requests."""
+        with self._lock:
+            self._rerank_replies.extend(scores)
 
     def imitate(self, kind: str):
         """Answer the endpoints that server `kind` (one of KINDS) has beyond the OpenAI chat API, as it does."""
@@ -273,6 +291,8 @@ class FakeModelServer:
     def _next_reply(self, schema: dict | None, limit: int | None, messages: list | None = None) -> _Reply:
         with self._lock:
             queue = self._json_replies if schema is not None else self._replies
+            if schema is not None and "perceptions" in (schema.get("properties") or {}):
+                queue = self._minds_replies
             scripted = queue.popleft() if queue else None
             if scripted is None and self.stubs is not None:
                 scripted = self.stubs.reply(messages or [], schema)
@@ -325,7 +345,9 @@ def example_for(schema: dict):
         return {name: example_for(sub) for name, sub in schema.get("properties", {}).items()}
     if kind == "array":
         return [example_for(schema.get("items", {})) for _ in range(schema.get("minItems", 0))]
-    return {"string": "", "integer": 0, "number": 0, "boolean": False, "null": None}[kind]
+    if kind == "string":
+        return "x" * schema.get("minLength", 0)
+    return {"integer": 0, "number": 0, "boolean": False, "null": None}[kind]
 
 
 def _prompt_tokens(messages: list[dict]) -> int:
@@ -425,6 +447,15 @@ class _Handler(BaseHTTPRequestHandler):
         texts = [texts] if isinstance(texts, str) else texts
         data = [{"object": "embedding", "index": i, "embedding": fake._vector(text)} for i, text in enumerate(texts)]
         self._send_json(200, {"object": "list", "model": body.get("model"), "data": data})
+
+    def _rerank(self, fake, body):
+        documents = [str(d) for d in body.get("documents", [])]
+        with fake._lock:
+            scores = fake._rerank_replies.popleft() if fake._rerank_replies else None
+        if scores is None:
+            wanted = set(re.findall(r"\w+", str(body.get("query", "")).lower()))
+            scores = [len(wanted & set(re.findall(r"\w+", d.lower()))) / max(1, len(wanted)) for d in documents]
+        self._send_json(200, {"results": [{"index": i, "relevance_score": s} for i, s in enumerate(scores)]})
 
     def _v1_models(self, fake, body):
         data = [{"id": name, "object": "model", "created": 0, "owned_by": "library"} for name in fake.models]
@@ -614,6 +645,7 @@ _ROUTES = {
     ("POST", "/apply-template"): _Handler._apply_template,
     ("POST", "/tokenize"): _Handler._tokenize,
     ("POST", "/extras/tokenize/count"): _Handler._extras_tokenize_count,
+    ("POST", "/rerank"): _Handler._rerank,
 }
 
 

@@ -20,6 +20,14 @@ _TYPES = {
 def problems(value, schema: dict, where: str = "the reply") -> list[str]:
     """Return why `value` does not match `schema`, one sentence each; empty when it matches."""
     if "anyOf" in schema:
+        tag = _tag(schema["anyOf"])
+        if tag is not None and isinstance(value, dict):
+            # A tagged union (the recorder's events, by "type"): judge the value by the shape its tag names.
+            chosen = [option for option in schema["anyOf"] if option["properties"][tag]["const"] == value.get(tag)]
+            if chosen:
+                return problems(value, chosen[0], where)
+            allowed = ", ".join(_show(option["properties"][tag]["const"]) for option in schema["anyOf"])
+            return [f"{where}.{tag} is {_show(value.get(tag))}; it must be one of {allowed}"]
         if any(not problems(value, option, where) for option in schema["anyOf"]):
             return []
         return [f"{where} matches none of the allowed shapes"]
@@ -40,6 +48,19 @@ def problems(value, schema: dict, where: str = "the reply") -> list[str]:
     if isinstance(value, (int, float)) and not isinstance(value, bool):
         return _number_problems(value, schema, where)
     return []
+
+
+def _tag(options: list) -> str | None:
+    """Return the property whose ``const`` tells ``options`` apart (every option an object with its own), or None."""
+    if not options or not all(isinstance(option, dict) and isinstance(option.get("properties"), dict)
+                              for option in options):
+        return None
+    for name, sub in options[0]["properties"].items():
+        if isinstance(sub, dict) and "const" in sub:
+            values = [option["properties"].get(name, {}).get("const", ...) for option in options]
+            if ... not in values and len(set(map(repr, values))) == len(values):
+                return name
+    return None
 
 
 def _object_problems(value: dict, schema: dict, where: str) -> list[str]:

@@ -292,3 +292,13 @@ def test_a_perception_from_afar_is_refused_with_the_reason():
     reason = perception_refusal("aldric", "kitchen", POSITIONS, EXITS, name=names)
     assert reason.startswith("Aldric was not present or nearby (in the Yard; the Kitchen is not one open exit away)")
     assert perception_refusal("edrin", "kitchen", POSITIONS, EXITS) == ""
+
+
+def test_those_there_see_what_a_newcomer_visibly_carries():
+    minds = derive([Move("edrin", HALL), Move("anne", ROOM), Change("marble", "anne", actor="anne"),
+                    Change("bag", "anne", actor="anne"), Container("bag", open=False, actor="anne"),
+                    Change("ring", "bag", actor="anne"), Move("anne", HALL)])
+    assert minds.believes("edrin")["marble"] == "anne"
+    assert minds.believes("edrin")["bag"] == "anne"
+    assert "ring" not in minds.believes("edrin"), "what is in a closed bag stays unseen"
+    assert minds.believes_about("anne", "edrin")["marble"] == "anne"

@@ -218,6 +218,23 @@ def test_routine_less_characters_off_stage_during_a_skip_are_queued_three_at_a_t
     assert {r.subject for r in now(campaign).of_kind("consolidation")} == {"aldric", "guard-1", "guard-2"}
 
 
+def test_the_world_authors_queue_does_not_take_the_places_of_routine_less_characters(owner):
+    doc = rules_document()
+    doc["characters"] += [{"name": f"Guard {n}", "place": "Tower"} for n in range(1, 4)]
+    doc["exits"].append({"from": "Tower", "to": "Yard", "label": "stair"})
+    campaign, _ = worldfile.create_campaign(owner, doc)
+    for n in range(1, 4):  # three things the world author created, waiting for their passages
+        made = correct(campaign, owner, ev("consolidation", f"Guard {n}", value="created", data={"turn": 1}))
+        assert made.status == "applied", made.reason
+    skip(campaign, owner, reason="the night passes", by_minutes=600)
+    [caught] = StateEvent.objects.filter(campaign=campaign, payload__type="catch_up")
+    assert caught.payload["data"]["queued"] == ["aldric"], "the guards already wait for the world author"
+    queue = {r.subject: r.data for r in now(campaign).of_kind("consolidation")}
+    assert queue["guard-1"] == {"reason": "created", "turn": 1}, "the author's record is kept"
+    skip(campaign, owner, reason="another night", by_minutes=600)
+    assert {r.subject for r in now(campaign).of_kind("consolidation")} == {"aldric", "guard-1", "guard-2", "guard-3"}
+
+
 def test_only_the_recorder_or_a_person_marks_an_engagement_kept(keep, owner):
     made = correct(keep, owner, ev("engagement", data={"id": "supper", "who": ["Mara", "Edrin"],
                                                        "at": "2031-03-14T19:00", "place": "Tavern",

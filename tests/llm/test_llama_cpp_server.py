@@ -62,8 +62,10 @@ def signed_in(user):
 
 
 async def test_three_turns_recorded_with_negotiated_output_counted_tokens_and_no_window_said_plainly(
-    real_narrator, story, owner
+    real_narrator, story, owner, settings
 ):
+    # The state's recording is what this test is about; what the server makes of the minds call is the next test.
+    settings.STORYTELLER_RECORD_MINDS = False
     chunks = []
     for action in ("I knock on the abbey gate.", "I ask the monk about the silver key.", "I follow him inside."):
         result = await play(story, action, chunks.append)
@@ -95,20 +97,54 @@ async def test_three_turns_recorded_with_negotiated_output_counted_tokens_and_no
     assert "json_object with the schema" in re.search(r'data-fact="structured">(.*?)</dd>', row, re.S).group(1)
 
 
+async def test_the_minds_call_is_answered_in_the_negotiated_mode_and_checked(real_narrator, owner):
+    from campaigns import worldfile
+    from memory.models import MindsRun
+    from storyteller import minds
+    from tests.campaigns.test_lineage import act
+    from tests.campaigns.test_minds import KITCHEN
+
+    def played():
+        campaign, _ = worldfile.create_campaign(owner, worldfile.read(KITCHEN.read_bytes()), memory_verify=False,
+                                                temperature=0.0)
+        node = act(campaign, "I listen at the door.", "In the kitchen, Mara slips the iron key into the teapot.")
+        RecorderRun.objects.create(node=node.head_branch.nodes.get(depth=2), status="applied")
+        return node.head_branch.nodes.get(depth=2).pk
+
+    node = await sync_to_async(played)()
+    status = await minds.record(node)
+    run = await MindsRun.objects.aget(node_id=node)
+    # SmolLM2 answers what it answers: recorded, nothing, or refused in words; never a transport failure.
+    assert status in ("recorded", "nothing", "failed"), status
+    assert not TRANSPORT.search(run.error), run.error
+    assert status != "failed" or run.error.endswith("choose a larger narrator model."), run.error
+
+
 async def test_a_reply_streams_over_the_websocket_and_stop_ends_generation_on_the_server(real_narrator, owner):
     story = await sync_to_async(make_campaign)(owner, max_output_tokens=1500)
     communicator, connected = await connect(story, owner)
     assert connected
-    await communicator.send_json_to({"mode": "do", "text": "Tell me, at great length, the whole history of the abbey."})
-    words = 0
-    while words < 3:  # the reply has begun
-        words += (await communicator.receive_from(timeout=120)).startswith(CHUNK)
-    busy_from = real_narrator.cpu_seconds()
-    await asyncio.sleep(1.0)
-    generating = real_narrator.cpu_seconds() - busy_from
-    await communicator.send_json_to({"action": "stop"})
-    frames = await frames_until_end(communicator, timeout=30)
-    assert "Stopped. Nothing was saved." in frames[-1]
+    # A 135M model sometimes ends its reply on its own within a second; a reply that ends before Stop is a
+    # committed turn, not a failure of Stop, so the test asks again (at most three times).
+    for _attempt in range(3):
+        nodes_before = await Node.objects.filter(campaign=story).acount()
+        await communicator.send_json_to({"mode": "do", "text": "Tell me, at great length, the whole history of the abbey."})
+        words = 0
+        while words < 3:  # the reply has begun
+            words += (await communicator.receive_from(timeout=120)).startswith(CHUNK)
+        busy_from = real_narrator.cpu_seconds()
+        await asyncio.sleep(0.5)
+        generating = real_narrator.cpu_seconds() - busy_from
+        await communicator.send_json_to({"action": "stop"})
+        frames = await frames_until_end(communicator, timeout=30)
+        if "Stopped. Nothing was saved." in frames[-1]:
+            break
+        for _second in range(120):  # a committed turn's own calls after it (the recorder) finish first
+            idle_from = real_narrator.cpu_seconds()
+            await asyncio.sleep(1.0)
+            if real_narrator.cpu_seconds() - idle_from <= 0.02:
+                break
+    assert "Stopped. Nothing was saved." in frames[-1], "the model ended its reply before Stop three times"
 
     await asyncio.sleep(0.5)  # the server notices the closed connection at its next token
     idle_from = real_narrator.cpu_seconds()
@@ -117,7 +153,7 @@ async def test_a_reply_streams_over_the_websocket_and_stop_ends_generation_on_th
     # The server says it let go of the generation; its CPU time says it stopped (a clock tick is 10 ms, and
     # even a machine busy with other work gives a generating server several ticks a second).
     assert "Disconnected from client" in real_narrator.output()
-    assert generating >= 0.03, f"the server was not generating before Stop ({generating:.2f} s of CPU in 1 s)"
+    assert generating >= 0.02, f"the server was not generating before Stop ({generating:.2f} s of CPU in 0.5 s)"
     assert after_stop <= 0.02, f"the server kept generating after Stop ({after_stop:.2f} s of CPU in 1 s)"
-    assert await Node.objects.filter(campaign=story).acount() == 1
+    assert await Node.objects.filter(campaign=story).acount() == nodes_before  # a stopped turn keeps nothing
     await communicator.disconnect()

@@ -111,8 +111,9 @@ def test_rebuilding_asks_the_summariser_afresh_from_the_story_alone(client_of, c
 def test_a_failed_rebuild_says_why_and_keeps_the_summary(client_of, campaign, narrator_server):
     play_to(campaign, 10)
     summarised(campaign, 6, "The summary that stays.")
+    narrator_server.script_json({"summary": ""}, {"summary": ""})  # an empty summary, and again when asked once more
     fragment = client_of.post(reverse("plot_rebuild", args=[campaign.pk]), **HTMX).content.decode()
-    assert "The summary was not rebuilt" in fragment and "without a summary" in fragment
+    assert "The summary was not rebuilt" in fragment and "summary is 0 characters long" in fragment
     assert "The summary that stays." in fragment
     assert Checkpoint.objects.count() == 1
 

@@ -81,11 +81,12 @@ async def test_a_failed_compaction_fails_the_turn_clearly_and_writes_nothing(cam
     await sync_to_async(long_story)(campaign)
     before = await written()
     narrator_server.requests.clear()
-    # Unscripted, the fake answers the smallest JSON that fits: an empty summary.
+    narrator_server.script_json({"summary": ""}, {"summary": ""})  # an empty summary, and again when asked once more
     with pytest.raises(turns.TurnFailed) as caught:
         await play(campaign)
     message = str(caught.value)
-    assert "must be summarised" in message and "answered without a summary" in message
+    assert "must be summarised" in message and "answered twice without the JSON that was asked for" in message
+    assert "summary is 0 characters long" in message
     assert "context_token_budget" in message and "Nothing was sent or saved" in message
     assert await written() == before
     assert not narration(narrator_server), "the narrator is never asked"
@@ -223,9 +224,12 @@ async def test_a_failed_post_turn_checkpoint_is_recorded_and_leaves_the_turn_alo
 
     await story_near_the_mark()
     narrator_server.script(" ".join(["More rain falls on the long road."] * 12))
-    result = await play(campaign)  # every structured request gets an empty summary
+    # Every structured request gets an empty summary: the recorder's, two memory blocks' and the summary's, each
+    # asked once more.
+    narrator_server.script_json(*[{"summary": ""}] * 6)
+    result = await play(campaign)
     run = await CheckpointRun.objects.aget(node_id=result.node_id)
-    assert run.status == CheckpointRun.Status.FAILED and "without a summary" in run.error
+    assert run.status == CheckpointRun.Status.FAILED and "summary is 0 characters long" in run.error
     node = await Node.objects.aget(pk=result.node_id)
     assert node.text.startswith("More rain falls")
     assert not await Checkpoint.objects.aexists()

@@ -131,6 +131,7 @@ def test_each_failed_recording_is_said_once_naming_its_turn_and_never_in_the_dec
 def test_a_recording_by_the_built_in_narrator_says_plainly_how_little_it_records(client_of, campaign):
     from campaigns.state import apply_events
     from memory import bank, checkpoints
+    from memory.models import MindsRun
     from storyteller.llm import BUILTIN_MODEL
 
     node = head(act(campaign, "look around"))
@@ -138,6 +139,7 @@ def test_a_recording_by_the_built_in_narrator_says_plainly_how_little_it_records
     bank.record_run(node, status="nothing_due")
     checkpoints.record_run(node, status="not_needed")
     judge.record_run(node, "nothing")
+    MindsRun.objects.create(node=node, campaign=campaign, status="nothing")
     page = status_of(client_of, campaign)
     assert 'data-worker="done"' in page and "too small to notice much of what changes" in page
     assert "ollama serve" in page
@@ -148,7 +150,7 @@ def test_a_reply_the_worker_has_not_finished_offers_to_run_it_rather_than_saying
     act(campaign, "look around")  # committed with no worker after it, as a restart mid-work leaves it
     page = status_of(client_of, campaign)
     assert 'data-worker="unfinished"' in page and "Up to date" not in page
-    assert "recording, judge step, memory step, summary step" in page and 'data-action="retry-worker"' in page
+    assert "recording, judge step, minds step, memory step, summary step" in page and 'data-action="retry-worker"' in page
 
 
 async def test_the_status_says_running_while_a_step_waits_for_the_model_and_no_write_lock_is_held(

@@ -35,7 +35,9 @@ def narration(server):
 
 
 def recordings(server):
-    return [body for body in server.bodies("/api/chat") if "format" in body]
+    """The state recorder's requests (the minds step's second call has a schema of its own)."""
+    return [body for body in server.bodies("/api/chat")
+            if "format" in body and "perceptions" not in body["format"].get("properties", {})]
 
 
 @sync_to_async

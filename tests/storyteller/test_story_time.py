@@ -58,6 +58,11 @@ def narrations(server):
     return [body for body in chats(server) if "format" not in body]
 
 
+def minds_call(body):
+    """The recorder's second call (what the characters perceived), which follows every recording."""
+    return "perceptions" in body.get("format", {}).get("properties", {})
+
+
 async def test_a_played_turn_moves_mara_by_her_routine_in_its_commit_with_no_request_of_its_own(owner,
                                                                                               narrator_server):
     keep = await create(owner, clock={"time_zone": "Europe/Lisbon", "round_seconds": 60})
@@ -73,7 +78,8 @@ async def test_a_played_turn_moves_mara_by_her_routine_in_its_commit_with_no_req
     caught = await StateEvent.objects.aget(campaign=keep, payload__type="catch_up", node_id=result.node_id)
     assert caught.source == "engine", "written in the turn's commit, at its reply"
     bodies = chats(narrator_server)
-    assert len(bodies) == 2 and len(narrations(narrator_server)) == 1, "the narrator and the recorder, nothing else"
+    asked = [body for body in bodies if not minds_call(body)]
+    assert len(asked) == 2 and len(narrations(narrator_server)) == 1, "the narrator and the recorder, nothing else"
     assert await JudgeRun.objects.filter(node_id=result.node_id, status="nothing").aexists()
     narrator_server.script("Mara is not here.")
     await play(keep, "look for Mara")
@@ -120,7 +126,7 @@ async def test_the_judge_decides_a_free_text_condition_after_the_recorder_and_th
     narrator_server.script("Mara sighs: the vault holds her father's letters.")
     narrator_server.script_json({"events": []}, {"judgments": [{"id": "confession", "holds": True}]})
     result = await play(keep, "ask Mara about the vault")
-    judge_body = chats(narrator_server)[-1]
+    [judge_body] = [b for b in chats(narrator_server) if "judgments" in json.dumps(b.get("format", {}))]
     prompt = judge_body["messages"][-1]["content"]
     assert "- confession: Mara has admitted what is in the vault" in prompt and "Mara confessed" not in prompt
     run = await JudgeRun.objects.aget(node_id=result.node_id)
@@ -186,7 +192,7 @@ async def test_the_recorder_is_offered_the_rules_its_line_uses_and_told_what_the
     narrator_server.script_json({"events": [{"type": "variable_change", "subject": "Mara", "object": "debt",
                                              "data": {"by": 20, "reason": "a bad bargain"}}]})
     await play(keep, "ask Mara about money")
-    [body] = [b for b in chats(narrator_server) if "format" in b]
+    [body] = [b for b in chats(narrator_server) if "format" in b and not minds_call(b)]
     offered = {v["properties"]["type"]["const"] for v in body["format"]["properties"]["events"]["items"]["anyOf"]}
     assert {"elapse", "engagement", "intent_add", "variable_change", "roll"} <= offered
     assert "beat_addressed" not in offered, "no beat is pending"

@@ -942,6 +942,8 @@ def _bench_minds(sizes, repeat):
     results += _measure_recall_index_update(campaign, rng, words, repeat)
     results += _measure_recall_selection(rng, words, repeat)
     results += _measure_whereabouts(repeat)
+    results += _measure_minds_pipeline(rng, repeat)
+    results += _measure_events_build(rng, words, repeat)
     return results
 
 
@@ -1130,6 +1132,149 @@ def _measure_whereabouts(repeat):
     return [*per_turn.rows("whereabouts, one turn", size, "median < 20 ms (a turn's steps + all 50 belief maps)"),
             *replay.rows("whereabouts, replay", size, "every step again (a branch switch, a new process)"),
             *pair.rows("second order, a pair", size, "one believes_about(a, b)")]
+
+
+MINDS_PLACES_COUNT, MINDS_PEOPLE, MINDS_THINGS = 20, 50, 2_000
+
+
+def _minds_world():
+    """A world for minds: 20 rooms in a ring, 50 people (six of them and Edrin in room 0), 2,000 things, every
+    tenth a closed chest holding the next, every seventh hidden."""
+    rooms = [f"Room {n}" for n in range(MINDS_PLACES_COUNT)]
+    exits = [{"from": rooms[n], "to": rooms[(n + 1) % len(rooms)], "both_ways": True} for n in range(len(rooms))]
+    people = [{"name": f"Person {n}", "place": rooms[0 if n < 6 else n % len(rooms)]} for n in range(MINDS_PEOPLE)]
+    people.append({"name": "Edrin", "protagonist": True, "place": rooms[0]})
+    things = []
+    for n in range(MINDS_THINGS):
+        entry = {"name": f"Thing {n}", "holder": rooms[n % len(rooms)] if n % 10 != 1 else f"Thing {n - 1}"}
+        if n % 10 == 0:
+            entry["container"] = "closed"
+        if n % 7 == 3:
+            entry["hidden"] = True
+        things.append(entry)
+    return {"format": "storyteller-world", "version": 1,
+            "campaign": {"title": "Minds bench", "protagonist": "Edrin, a lamplighter", "opening": REPLIES[0]},
+            "places": [{"name": room} for room in rooms], "exits": exits, "characters": people, "items": things}
+
+
+def _minds_world_batch(index):
+    """A turn of the world: two people move, one takes a thing and puts it down elsewhere (they stay in room 0's
+    ring), and something is said of a thing."""
+    def ev(type, subject="", object="", value="", **extra):
+        return {"type": type, "subject": subject, "object": object, "value": value, **extra}
+
+    walker = f"Person {6 + index % 44}"
+    here = int(walker.split()[1]) % MINDS_PLACES_COUNT
+    step = (here + 1 + index % 2) % MINDS_PLACES_COUNT
+    if step % 10 == 1:  # room 1 and room 11 hold the things inside chests: go one further
+        step += 1
+    thing = f"Thing {step + MINDS_PLACES_COUNT * (index * 7 % (MINDS_THINGS // MINDS_PLACES_COUNT))}"
+    return [ev("move", walker, f"Room {step}"),
+            ev("item_changes", walker, data={"ops": [{"op": "take", "item": thing}]}),
+            ev("move", walker, f"Room {here}"),
+            ev("item_changes", walker, data={"ops": [{"op": "drop", "item": thing}]}),
+            ev("notice", f"Thing {index % 20 + 4}", data={"by": "Person 0", "holder": "Room 0"})]
+
+
+def _minds_batch(index):
+    """What a busy turn's minds step records: 10 events in room 0, 4 perceptions of each, 3 beliefs."""
+    events = []
+    for n in range(10):
+        events.append({"type": "event", "object": f"b{index}-{n}", "value": f"Person {n % 6} did thing {n} ({index}).",
+                       "data": {"importance": 1 + n % 5, "tags": ["bench", f"t{n % 4}"],
+                                "participants": [f"Person {n % 6}"], "location": "Room 0",
+                                "items": [f"Thing {n * 20}"]}})
+    for n in range(10):
+        for who in range(4):
+            events.append({"type": "perception", "subject": f"Person {who}", "object": f"b{index}-{n}",
+                           "value": f"I saw person {n % 6} do thing {n}.",
+                           "data": {"mode": "witnessed", "accuracy": "accurate"}})
+    for n in range(3):
+        events.append({"type": "belief", "subject": "Person 0", "object": f"b{index}-belief-{n}",
+                       "value": f"Person {n} is up to something ({index}).",
+                       "data": {"confidence": "likely", "supports": [f"b{index}-{n}"]}})
+    return events
+
+
+def _measure_minds_pipeline(rng, repeat):
+    """A minds batch applied through apply_events, and every character's whereabouts beliefs through the per-line
+    cache after each turn of a 400-turn story in a world of 50 people and 2,000 things."""
+    from campaigns import lineage, worldfile
+    from campaigns.state import apply_events, whereabouts
+
+    campaign, _ = worldfile.create_campaign(_bench_user(), _minds_world())
+    for index in range(400):
+        node = _commit_bench_turn(campaign, index)
+        apply_events(node, _minds_world_batch(index), source="recorder", attempt=1)
+    batch = _Samples()
+    for index in range(repeat):
+        node = _commit_bench_turn(campaign, 1_000 + index)
+        payloads = _minds_batch(index)
+        with batch.timing():
+            events = apply_events(node, payloads, source="recorder", attempt=1, mark=False)
+        refused = [event.reason for event in events if event.status != "applied"]
+        if refused:
+            raise CommandError("the minds benchmark's batch was refused: " + "; ".join(refused[:3]))
+    people = [f"person-{n}" for n in range(MINDS_PEOPLE)]
+    campaign.refresh_from_db()
+    path = lineage.path_of(campaign)
+    whereabouts.forget()
+    replay = _Samples()
+    for _ in range(max(3, repeat // 10)):
+        whereabouts.forget()
+        with replay.timing():
+            minds = whereabouts.minds_at(path, campaign)
+            for who in people:
+                minds.believes(who)
+    steps = sum(len(minds.believes(who)) for who in people)
+    per_turn = _Samples()
+    for index in range(repeat):
+        node = _commit_bench_turn(campaign, 2_000 + index)
+        apply_events(node, _minds_world_batch(500 + index), source="recorder", attempt=1)
+        campaign.refresh_from_db()
+        path = lineage.path_of(campaign)
+        with per_turn.timing():
+            minds = whereabouts.minds_at(path, campaign)
+            for who in people:
+                minds.believes(who)
+    size = f"{MINDS_PEOPLE} people, {MINDS_THINGS:,} things, 400 turns"
+    return [*batch.rows("minds batch apply", "10 events, 40 perceptions, 3 beliefs", "median < 15 ms"),
+            *per_turn.rows("whereabouts, a turn (cache)", size, "median < 20 ms (new records + all 50 belief maps)"),
+            *replay.rows("whereabouts, fresh read", size, f"every record again ({steps:,} beliefs held)")]
+
+
+def _measure_events_build(rng, words, repeat):
+    """Context build at 2,000 turns with 2,000 recorded events indexed and the events section searched."""
+    from campaigns import lineage
+    from campaigns.models import Node, StateEvent, StateRecord
+    from memory import recall_index
+    from storyteller import context
+
+    campaign = _generate(2_000)
+    replies = {n.depth: n for n in Node.objects.filter(campaign=campaign, role="narrator",
+                                                       branch_id=campaign.head_branch_id)}
+    stored = StateEvent.objects.bulk_create([
+        StateEvent(campaign=campaign, node=replies[2 * turn], source="recorder", payload={"type": "event"},
+                   status="applied") for turn in range(1, 2_001)])
+    StateRecord.objects.bulk_create([
+        StateRecord(campaign=campaign, branch_id=campaign.head_branch_id, depth=2 * turn, event=stored[turn - 1],
+                    authority="state", slot=f"event:bench-{turn}", kind="event",
+                    value=f"{_prose(rng, words, 10)} near the {MINDS_PLACES[turn % len(MINDS_PLACES)]}.",
+                    data={"importance": 1 + turn % 5, "tags": [MINDS_TAGS[turn % len(MINDS_TAGS)]],
+                          "participants": [], "location": "", "items": [], "at_ms": None, "perceived_by": {}})
+        for turn in range(1, 2_001)], batch_size=2_000)
+    recall_index.sync(campaign.pk)
+    _summarise_by_hand(campaign)
+    samples, shown = _Samples(), 0
+    for index in range(repeat + 3):
+        campaign.refresh_from_db()
+        text = f"I think back to the {MINDS_PLACES[index % len(MINDS_PLACES)]} and {words[index % len(words)]}"
+        with samples.timing(index >= 3):
+            ctx = context.build(campaign, lineage.path_of(campaign), context.Action(mode="do", text=text))
+        shown += len(ctx.report["events"]["used"])
+    if not shown:
+        raise CommandError("the events benchmark's builds evoked no event: it would not measure the section")
+    return samples.rows("context build + events", "2,000 turns, 2,000 events", "median < 30 ms")
 
 
 def _common_prefix(first, second):
@@ -2122,6 +2267,78 @@ def _measure_rules_apply(repeat):
             _row("  (CPU time)", size, checks_cpu[3:], "")]
 
 
+def _bench_voices(sizes, repeat):
+    """Voices (issue 15, phase 1): off-stage selection over 200 characters, lore recall, a round's resolve_round and
+    a world author's edit checked on the 1,000-place world."""
+    import random
+
+    rng = random.Random(2015)
+    return [*_measure_offstage(rng, repeat), *_measure_lore_recall(rng, repeat), *_measure_author(rng, repeat)]
+
+
+def _measure_offstage(rng, repeat):
+    from campaigns.state.agenda import Engagement, Intent
+    from storyteller.voices import offstage
+
+    now = 1_900_000_000_000
+    people = [f"villager-{n}" for n in range(WORLD_CHARACTERS)]
+    positions = {who: f"room-{rng.randrange(50)}" for who in people} | {"protagonist": "room-0"}
+    # Three engagements and four goals each, about half of them due, a tenth already handled.
+    engagements = [Engagement(f"{who}-e{n}", (who,), now + rng.randrange(-7_200_000, 7_200_000), f"room-{n}", "meet")
+                   for who in people for n in range(3)]
+    intents = [Intent(who, f"i{n}", plan="a plan", deadline=now + rng.randrange(-7_200_000, 7_200_000))
+               for who in people for n in range(4)]
+    handled = {f"engagement:{e.id}" for e in engagements[::10]}
+    samples, cpu = [], []
+    for _ in range(repeat):
+        started, started_cpu = time.perf_counter(), time.process_time()
+        offstage.select(offstage.due_items(positions=positions, protagonist_place="room-0", engagements=engagements,
+                                           intents=intents, now_ms=now, handled=handled),
+                        per_turn=2, per_character=1)
+        samples.append(time.perf_counter() - started)
+        cpu.append(time.process_time() - started_cpu)
+    size = f"{WORLD_CHARACTERS} characters, {len(engagements) + len(intents):,} items"
+    return [_row("off-stage selection", size, samples, "median < 5 ms"), _row("  (CPU time)", size, cpu, "")]
+
+
+def _measure_lore_recall(rng, repeat):
+    from campaigns.state import lore
+
+    words = _vocabulary(rng)
+    entries = [lore.Entry(f"book:e{n}", _prose(rng, words, 4), _prose(rng, words, 120)) for n in range(2_000)]
+    known = {entry.key for entry in rng.sample(entries, 200)}
+    texts = [_prose(rng, words, 30) for _ in range(repeat)]
+    return [_timed("lore recall", "2,000 entries, 200 known", lambda text: lore.recall(entries, known, text), texts,
+                   "part of a round's 60 ms")]
+
+
+def _measure_author(rng, repeat):
+    from campaigns import lineage, worldfile
+    from campaigns.state import authoring, state_at, world
+    from storyteller.voices import resolution
+
+    campaign, _ = worldfile.create_campaign(_bench_user(), _world_document(rng))
+    now = state_at(lineage.path_of(campaign), campaign)
+    # A turn's state comes with the cached base's exit graph and holders built (state_for_turn); so does this one.
+    world.graph(now)
+    world.holders(now)
+    size = f"{WORLD_PLACES:,} places, {WORLD_EXITS:,} exits, {WORLD_ITEMS:,} items"
+    rounds = [{"actors": [{"who": f"Villager {rng.randrange(WORLD_CHARACTERS)}", "moves_to": f"Room {rng.randrange(50)}",
+                           "ignore_exits": False, "item_changes": [], "variable_changes": []} for _ in range(4)],
+               "elapsed_seconds": 30} for _ in range(repeat)]
+    results = [_timed("resolve_round", f"4 moves, {size}", lambda r: resolution.resolve(now, r), rounds,
+                      "part of a round's 60 ms")]
+    edits = [{"characters": [{"name": f"Stranger {n}", "aliases": [], "description": "a stranger", "place": "Room 0",
+                              "relationships": [{"to": "Villager 0", "label": "", "summary": "owes money"}]}],
+              "places": [{"name": f"Cellar {n}", "aliases": [], "description": "", "features": [],
+                          "exits": [{"to": "Room 0", "label": "", "travel_seconds": 10, "both_ways": True}]}],
+              "items": []} for n in range(max(5, repeat // 5))]
+    results.append(_timed("author edit check", f"2 new things, {size}",
+                          lambda e: authoring.check_edit(now, e, turn=1, per_turn=2), edits,
+                          "no target: a world_lint pass of the whole world"))
+    return results
+
+
 BENCHMARKS = {
     "turn": _bench_turn,
     "knowledge": _bench_knowledge,
@@ -2136,6 +2353,7 @@ BENCHMARKS = {
     "world": _bench_world,
     "rules": _bench_rules,
     "minds": _bench_minds,
+    "voices": _bench_voices,
 }
 # Run only when named: minutes of the built-in model, not milliseconds of the app.
 SLOW = {"recording"}
