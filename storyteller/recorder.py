@@ -25,6 +25,7 @@ from campaigns.models import Campaign, Node, RecorderRun
 from campaigns.state import selection
 
 from . import llm
+from .context import rules
 from .llm import bounds, failures, priority
 
 logger = logging.getLogger(__name__)
@@ -34,7 +35,8 @@ logger = logging.getLogger(__name__)
 MAX_LISTED = 60
 
 # The events the recorder may propose, each with its own fields and every string and list bounded
-# (campaigns/state/registry.py; the same schema docs/events.md documents).
+# (campaigns/state/registry.py; the same schema docs/events.md documents). A turn's request leaves out the
+# story time and world rules types its line has no use for (``schema_for``).
 SCHEMA = story_state.recorder_schema()
 
 # Ten events with their data are about 1,000 tokens of JSON. The longest answer SCHEMA allows is far longer
@@ -63,6 +65,41 @@ Event types (subject / object / value; "data" holds the rest):
 Set narrator_only to true only for something the protagonist does not know. What a character sees on arriving somewhere is recorded for you; do not record it.
 Answer {"events": []} when nothing changed."""
 
+# The rules' types (campaigns/state/rulebook.py), each with its line of RULES; a turn is offered those its line
+# uses (``rules.recorder_types``): a small model reads the schema in its prompt, and every variant costs time
+# (measured: the whole set took a three-turn recording on llama-cpp-python past its 120 s timeout).
+RULE_LINES = {
+    "elapse": '- elapse: "" / "" / "" — how long the turn took in story time when it was clearly more than a moment '
+              '(data.seconds, at most 86400)',
+    "engagement": '- engagement: "" / "" / "" — an appointment made (data: who, at, place, what)',
+    "engagement_edit": '- engagement_edit: "" / "" / "" — data.id, and status kept, missed or cancelled once the turn '
+                       'shows it',
+    "intent_add": '- intent_add: who / "" / "" — a goal taken up (data: plan, priority and urgency 1-5, deadline)',
+    "intent_edit": '- intent_edit: who / "" / "" — data.id, and status done or dropped',
+    "variable_change": '- variable_change: object (character, item, place or "world") / variable name / "" — data.to '
+                       '(a value) or data.by (a number change), with data.reason',
+    "roll": '- roll: who / "" / "" — dice the story calls for (data.check: a check\'s key, or data.expression like '
+            '2d6; data.reason)',
+    "beat_addressed": '- beat_addressed: trigger id / "" / "" — the reply took up a pending beat',
+}
+
+
+def schema_for(names):
+    """Return SCHEMA with the rules' types left out but ``names``."""
+    events = SCHEMA["properties"]["events"]
+    variants = [v for v in events["items"]["anyOf"]
+                if v["properties"]["type"]["const"] not in RULE_LINES or v["properties"]["type"]["const"] in names]
+    return {**SCHEMA, "properties": {"events": {**events, "items": {"anyOf": variants}}}}
+
+
+def rules_for(names):
+    """Return RULES with the lines of the rules' types ``names`` among the event types."""
+    extra = "\n".join(RULE_LINES[name] for name in RULE_LINES if name in names)
+    if not extra:
+        return RULES
+    head, _, tail = RULES.partition("\nSet narrator_only")
+    return f"{head}\n{extra}\nSet narrator_only{tail}"
+
 
 @dataclass(frozen=True)
 class _Job:
@@ -71,6 +108,7 @@ class _Job:
     messages: list
     options: llm.ChatOptions
     attempt: int
+    schema: dict
 
 
 async def record(node_id):
@@ -83,7 +121,7 @@ async def record(node_id):
     model = narrator.model
     try:
         reply = await priority.call(
-            lambda: asyncio.wait_for(narrator.complete_json(job.messages, SCHEMA, job.options), _timeout()))
+            lambda: asyncio.wait_for(narrator.complete_json(job.messages, job.schema, job.options), _timeout()))
         events = _events_of(reply, model)
         await database_sync_to_async(story_state.apply_events)(
             job.node, events, source="recorder", attempt=job.attempt, model=model
@@ -111,12 +149,14 @@ def _prepare(node_id):
     before = path.capped(node.depth - 2)
     player = turn.get(node.depth - 1)
     state = story_state.state_for_turn(before, campaign, f"{player.text if player else ''}\n{node.text}")
+    names = rules.recorder_types(state)
     messages = [
-        {"role": "system", "content": RULES},
+        {"role": "system", "content": rules_for(names)},
         {"role": "user", "content": _prompt(state, player, node)},
     ]
     options = llm.ChatOptions(num_predict=MAX_TOKENS, num_ctx=campaign.context_token_budget, temperature=0.0)
-    return _Job(node, campaign.narrator_model, messages, options, attempt=(run.attempts if run else 0) + 1)
+    return _Job(node, campaign.narrator_model, messages, options, attempt=(run.attempts if run else 0) + 1,
+                schema=schema_for(names))
 
 
 def _prompt(state, player, node):
@@ -137,6 +177,7 @@ def _prompt(state, player, node):
     if chosen.scene:
         lines.append(f"Scene: {chosen.scene}")
     lines += ["Current state:", *[f"- {line.text}" for line in [*chosen.here, *chosen.lines]]]
+    lines += rules.recorder_lines(state)
     holding = [f"- {rule.text}" for rule in state.canon if rule.scope == "initial" and not state.superseded(rule.id)]
     if holding:
         lines += ["Initial canon that still holds (retract or replace it by its exact text if the story changes it):",
