@@ -19,13 +19,14 @@ the database thread or inside a transaction; the reads go through
 ``database_sync_to_async``.
 """
 
+import re
 from dataclasses import dataclass, field
 
 from channels.db import database_sync_to_async
 
 from campaigns.models import Round, StateEvent
-from campaigns.state import (PROTAGONIST, apply_events, authoring, lore, minds, normalize, selection, state_at,
-                             state_for_turn, whereabouts, world)
+from campaigns.state import (PROTAGONIST, agenda, apply_events, authoring, calendar, clock, lore, minds, normalize,
+                             rulebook, selection, state_at, state_for_turn, triggers, variables, whereabouts, world)
 from campaigns.state.authoring import Request
 from memory import recall, recall_index
 
@@ -68,13 +69,15 @@ class RoundPlayed:
     briefs: dict
     events: list  # the applied events, in order: committed with the turn
     travel_seconds: int = 0
-    elapsed_seconds: int | None = None
+    elapsed_seconds: int | None = None  # as the game master gave it, then as the clock timed the round
+    started_ms: int | None = None  # story time the round began (None before the clock starts, or a real clock)
     tail: str = ""  # the game master's prompt tail of the round
     answer: dict = field(default_factory=dict)
     recalled: dict = field(default_factory=dict)  # who -> slots its brief recalled
 
     def row(self):
         return {"number": self.number, "kind": Round.Kind.GM, "elapsed_seconds": self.elapsed_seconds or 0,
+                "started_ms": self.started_ms,
                 "resolution": self.resolution, "activated": self.activated, "outputs": self.outputs,
                 "briefs": self.briefs}
 
@@ -86,6 +89,7 @@ class Played:
     proposals: list  # the world author's created Proposals
     rolls: list  # [{"check", "who", "reason", "round"}]
     report: dict
+    elapsed: int | None = None  # the turn's story time in seconds (its rounds'), None on a real clock
 
 
 class StepFailed(Exception):
@@ -166,7 +170,27 @@ async def play(campaign, path, ctx, narrator, *, on_voice=None):
             break
     narration = "\n\n".join([last, _outcome(round_state, played, news), NARRATE])
     report["narration_tail"] = narration[len(last) + 2:]
-    return Played(played, [*head, {"role": "user", "content": narration}], proposals, rolls, report)
+    elapsed = _time_rounds(campaign, state, played)
+    return Played(played, [*head, {"role": "user", "content": narration}], proposals, rolls, report, elapsed)
+
+
+def _time_rounds(campaign, state, played):
+    """Time each round on the story clock (simulated): what the game master said, or the campaign's
+    round_seconds, lengthened to the round's journeys; return the turn's seconds, or None on a real clock."""
+    current = rulebook.clock_of(state)
+    if (current.mode if current is not None else campaign.clock_mode) != "simulated":
+        return None
+    settings = clock.Settings(campaign.clock_mode, campaign.time_zone, campaign.round_seconds,
+                              campaign.max_skip_days)
+    total = 0
+    for this in played:
+        asked = this.elapsed_seconds or None  # 0: the game master said nothing
+        taken = max(settings.round_seconds if asked is None else asked, this.travel_seconds)
+        if current is not None:
+            this.started_ms = current.at + total * 1000
+        this.elapsed_seconds = taken
+        total += taken
+    return total
 
 
 async def _expand_world(campaign, path, narrator, asked, applied, proposals, limits):
@@ -219,6 +243,16 @@ async def _character(campaign, path, narrator, state, who, entries, heard, this,
         {**tried, "refused": [list(r) for r in resolved.refused]})
     news += [f"Refused ({name}, {where}): {reason}" for where, reason in resolved.refused]
     return resolved.state
+
+
+DICE = re.compile(r"\d*d\d+.*", re.IGNORECASE)
+
+
+def _roll(asked):
+    """Return the ``roll`` event of one of the game master's ``rolls``: a named check, or dice notation."""
+    check = (asked.get("check") or "").strip()
+    data = {"expression" if DICE.fullmatch(check) else "check": check, "reason": asked.get("reason") or "the round"}
+    return {"type": "roll", "subject": asked.get("who") or "", "data": data}
 
 
 def _lore_key(asked, entries, state, who):
@@ -285,9 +319,37 @@ def _brief(campaign, path, state, who, entries, heard):
     memories = [m.text for m in found.memories if not m.associated]
     associated = [m.text for m in found.memories if m.associated]
     titles = tuple(lore.titles(entries, lore.known_lore(state, who)))
-    given = briefs.Given(lore=titles, memories=tuple(memories), associated=tuple(associated),
+    given = briefs.Given(**_story_time(campaign, state, who, people), lore=titles, memories=tuple(memories),
+                         associated=tuple(associated),
                          whereabouts=_believed(state, whereabouts.minds_at(path, campaign), who, heard))
     return briefs.compose(state, who, given), [m.slot for m in found.memories]
+
+
+def _story_time(campaign, state, who, people):
+    """Return what story time and world rules hand ``who``'s brief, each through its viewer's filter: the time,
+    its own day (plans, not orders), the variables it may see, the announced triggers meant for it and its cues."""
+    tz = campaign.time_zone
+    current = rulebook.clock_of(state)
+    at = current.at if current is not None else None
+    given = {}
+    if at is not None:
+        cal = rulebook.calendar_of(state)
+        given["now"] = calendar.describe_instant(at, tz, cal)
+        day = agenda.agenda_at(who, calendar.moment(at, tz), routine=rulebook.routines_of(state).get(who),
+                               engagements=rulebook.engagements_of(state), intents=rulebook.intents_of(state),
+                               cal=cal)
+        given["agenda"] = tuple(day.lines(at, tz, state.name_of))
+    place = state.location_of(who)
+    seen = variables.view(defs=rulebook.definitions_of(state), values=rulebook.values_of(state),
+                          kind_of=lambda key: world.kind_of(state, key) or None, viewer=who,
+                          scene=[key for key in (variables.WORLD, place) if key], present=sorted(people),
+                          temperaments=rulebook.temperaments_of(state), name_of=state.name_of)
+    given["variables"] = tuple(seen.lines)
+    sees = rulebook.StateWorld(state)
+    given["announced"] = tuple(triggers.announcements_for(who, rulebook.triggers_of(state), world=sees,
+                                                          now_ms=at or 0, tz=tz, limit=briefs.MAX_ANNOUNCED + 1))
+    given["cues"] = tuple(note.text for note in triggers.cues_for(who, rulebook.notes_of(state), world=sees))
+    return given
 
 
 def _believed(state, minds, who, text):
@@ -388,10 +450,15 @@ def commit(node, played, narration):
     rows = [Round(node=node, **this.row()) for this in played.rounds]
     rows[-1].outputs = [*rows[-1].outputs, {"speaker": rounds.GM, "name": "", "text": narration, "action": ""}]
     Round.objects.bulk_create(rows)
-    events = [event for this in played.rounds for event in this.events]
+    events = [event for this in played.rounds for event in this.events] + [_roll(roll) for roll in played.rolls]
     if events:
-        # In round order, as they were resolved; a turn names a few things, so only those are read first.
+        # In round order, as they were resolved, then the dice the game master called for (seeded by the
+        # player's node, decision D8: a retry of this reply rolls the same); a turn names a few things, so only
+        # those are read first.
         apply_events(node, events, source=SOURCE, whole=False)
+    if played.elapsed is not None:
+        # The turn's story time is its rounds': the engine timed it by round_seconds a moment ago (storytime).
+        apply_events(node, [{"type": "elapse", "data": {"seconds": played.elapsed}}], source=StateEvent.Source.ENGINE)
     for proposal in played.proposals:
         author.commit(node, proposal)
     for this in played.rounds:
