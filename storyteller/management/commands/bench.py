@@ -2371,10 +2371,11 @@ def _measure_gm_round(rng, repeat):
 
 def _measure_gm_commit(repeat):
     """The commit of a 3-round game-master turn: both nodes, three Round rows with their briefs, each round's
-    events (a move and an item change) with the game master's rights, the recall uses, the head."""
+    events (a move and an item change) with the game master's rights, the turn's story time (the engine's round,
+    then the rounds' sum), the head."""
     from django.db import transaction
 
-    from campaigns import story, worldfile
+    from campaigns import story, storytime, worldfile
     from campaigns.models import Campaign
     from storyteller import context
     from storyteller.voices import gm
@@ -2397,7 +2398,7 @@ def _measure_gm_commit(repeat):
         rounds = [gm.RoundPlayed(n + 1, {"actors": [], "refused": []}, [{"who": "mara", "name": "Mara", "why": "x"}],
                                  [{"speaker": "mara", "name": "Mara", "text": "Yes.", "action": ""}],
                                  {"mara": brief, "aldric": brief}, events[n]) for n in range(3)]
-        played = gm.Played(rounds, [], [], [], {"rounds": []})
+        played = gm.Played(rounds, [], [], [], {"rounds": []}, elapsed=90)
         text = f"{REPLIES[index % 4]} ({index})"
         reply = story.Reply(text=text, tokens=context.node_tokens("narrator", "", text), report={}, model="bench",
                             api="bench")
@@ -2406,6 +2407,7 @@ def _measure_gm_commit(repeat):
         with transaction.atomic():
             node = story.commit_turn(campaign.pk, (campaign.head_branch_id, campaign.head_depth),
                                      story.PlayerAction(mode="do", text="wait", tokens=2), reply)
+            storytime.advance(node)
             gm.commit(node, played, text)
         samples.append(time.perf_counter() - started)
     return _row("commit, 3 rounds", "3 events, 6 briefs", samples, "median < 15 ms")
