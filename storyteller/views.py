@@ -326,7 +326,7 @@ def inspector(request, pk, node_pk):
 
 
 def _voice_rounds(node, report):
-    """Return each game-master round of ``node`` with its step (prompt tail, answer) and its briefs, for the inspector."""
+    """Return each game-master round of ``node``, its step (prompt tail, answer) and briefs, for the inspector."""
     steps = {step["number"]: step for step in (report.get("voices") or {}).get("rounds", [])}
     found = []
     for row in node.rounds.filter(kind=Round.Kind.GM).order_by("number"):
