@@ -105,3 +105,15 @@ async def test_no_brief_holds_another_characters_mind_nor_anything_hidden_elsewh
     assert "Aldric (muddy; sharpening a blade)" in mara, "only what shows of another: public state and activity"
     sent = character_prompts(narrator_server)
     assert len(sent) == 2 and "CANARY-ALDRIC" not in sent[0] and "MARA-OWN" not in sent[1]
+
+
+    @sync_to_async
+    def recalled():
+        from memory.models import RecallUse
+
+        return {(use.owner, use.slot.split(":")[0]) for use in RecallUse.objects.filter(campaign_id=campaign.pk)
+                if use.owner}
+
+    # What each brief recalled is counted once more on the line (its memories fade slower), in the turn's commit.
+    uses = await recalled()
+    assert ("mara", "perception") in uses and ("aldric", "belief") in uses

@@ -112,3 +112,16 @@ async def test_the_inspector_shows_each_brief_beside_the_game_masters_prompt_of_
     assert "You are Mara, the housekeeper." in one
     assert "Round 2 of at most 3." in two and 'data-brief="aldric"' in two and "You are Aldric, a hunter." in two
     assert 'id="narration-tail"' in html
+
+
+async def test_the_inspector_says_what_the_world_author_did_in_which_round(owner, narrator_server):
+    campaign = await sync_to_async(game)(owner)
+    narrator_server.script_gm(gm(need="arrival", what="a hunter", narrate=True))
+    communicator, _ = await connect(campaign, owner)
+    await turn(communicator)
+    await communicator.disconnect()
+    reply = await Node.objects.aget(depth=2)
+    html = await page(owner, "inspector", campaign.pk, reply.pk)
+    author = html.split('id="world-author"')[1].split("</section>")[0]
+    assert 'data-author="refused"' in author and "Round 1: refused" in author and "reuse Aldric" in author
+
