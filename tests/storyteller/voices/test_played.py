@@ -355,3 +355,30 @@ async def test_the_story_leaves_the_game_master_room_for_its_rules_round_and_ans
     assert report["settings"]["num_predict"] == 200, "the narration itself still writes at most max_output_tokens"
     narration = [body for body in narrator_server.bodies("/api/chat") if "format" not in body][-1]
     assert narration["options"]["num_predict"] == 200
+
+
+async def test_stopping_while_the_game_master_thinks_saves_nothing_and_lets_go_of_the_model(owner, narrator_server):
+    import asyncio
+
+    campaign = await sync_to_async(game)(owner)
+    narrator_server.json_delay(5)
+    nodes = await Node.objects.acount()
+    task = asyncio.create_task(turns.play_turn(campaign.pk, Action(mode="do", text="wait"), lambda text: None))
+    try:
+        for _ in range(200):
+            if gm_prompts(narrator_server):
+                break
+            await asyncio.sleep(0.02)
+        assert gm_prompts(narrator_server), "the game master was asked"
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+    finally:
+        narrator_server.json_delay(0)
+    for _ in range(100):  # the server notices the closed connection within its next poll
+        if narrator_server.cancelled:
+            break
+        await asyncio.sleep(0.02)
+    assert narrator_server.cancelled == 1, "the game master's request was closed, so the server stops thinking"
+    assert await Node.objects.acount() == nodes and await Round.objects.acount() == 0
+    assert not [body for body in narrator_server.bodies("/api/chat") if "format" not in body], "never narrated"
