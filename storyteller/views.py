@@ -30,6 +30,7 @@ from campaigns import views as campaign_views
 from campaigns.forms import (MAX_ACTION, MAX_DIRECTION, CampaignForm, CanonRuleFormSet, EditCampaignForm,
                              NewCampaignForm, SavePointForm)
 from campaigns.models import Branch, Campaign, Node, Round, SavePoint
+from campaigns.state import calendar
 from memory import bank as memory_bank
 from memory import views as memory_views
 
@@ -81,9 +82,15 @@ def mark_rounds(nodes):
     replies = {node.pk: node for node in nodes if node.role == Node.Role.NARRATOR}
     for node in replies.values():
         node.voice_rounds, node.narration = [], ""
+    zones = {}
     for row in Round.objects.filter(node_id__in=replies, kind=Round.Kind.GM).order_by("node_id", "number"):
         node = replies[row.node_id]
         row.voices = [o for o in row.outputs if o.get("speaker") != "gm"]
+        row.when = ""  # the story time the round began, as the page shows it (none before the clock starts)
+        if row.started_ms is not None:
+            if node.campaign_id not in zones:
+                zones[node.campaign_id] = Campaign.objects.values_list("time_zone", flat=True).get(pk=node.campaign_id)
+            row.when = f"{calendar.local(row.started_ms, zones[node.campaign_id]):%H:%M}"
         node.narration = next((o["text"] for o in row.outputs if o.get("speaker") == "gm"), node.narration)
         node.voice_rounds.append(row)
     return nodes

@@ -79,6 +79,19 @@ async def test_each_round_is_timed_lengthened_to_its_journeys_and_the_turn_moves
     assert (second["started_ms"], second["elapsed_seconds"]) == (START + 120_000, 10), "lengthened to the journey"
     assert await clock_at_head(campaign) == START + 130_000
 
+    @sync_to_async
+    def play_page():
+        from django.test import Client
+        from django.urls import reverse
+
+        client = Client()
+        client.force_login(owner)
+        return client.get(reverse("play", args=[campaign.pk])).content.decode()
+
+    html = await play_page()
+    assert 'data-round-head="1">Round 1 <span class="muted" data-round-time>at 08:00</span>' in html
+    assert 'data-round-head="2">Round 2 <span class="muted" data-round-time>at 08:02</span>' in html
+
 
 async def test_the_dice_the_game_master_calls_for_are_rolled_at_the_commit_and_a_retry_rolls_the_same(
         owner, narrator_server):
