@@ -35,6 +35,7 @@ from memory import views as memory_views
 from . import bundle, compaction, importing, llm, memories, postturn, signin
 from .context import prefix_hash
 from .diagnostics import long_run
+from .voices import away
 
 # The play page shows the newest part of the lineage; the rest is a link away.
 STORY_WINDOW = 120
@@ -524,3 +525,11 @@ async def retry_worker(request, pk):
         return redirect("play", campaign.pk)
     return await sync_to_async(render)(request, "storyteller/_worker_status.html", {
         "campaign": campaign, "worker": await sync_to_async(postturn.status)(campaign), "reload_panels": True})
+
+
+@login_required
+@require_GET
+def meanwhile(request, pk):
+    """Return the "Meanwhile" card of the head reply: what happened off stage after it (empty when nothing did)."""
+    campaign = campaign_views.campaign_for_user(request, pk)
+    return render(request, "campaigns/_meanwhile.html", {"campaign": campaign, "note": away.note_of(campaign)})
