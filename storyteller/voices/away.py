@@ -40,8 +40,9 @@ from django.db import transaction
 
 from campaigns import lineage
 from campaigns import state as story_state
-from campaigns.models import Campaign, ContextSnapshot, Node, OffstageRun, Round, StateEvent
+from campaigns.models import Campaign, ContextSnapshot, Node, OffstageRun, Round, StateEvent, StateRecord
 from campaigns.state import agenda, calendar, clock, lore, offscene
+from campaigns.state.offscene import ITEM_KINDS
 from campaigns.state.reading import PROTAGONIST
 from campaigns.state.rules import Refused
 from knowledge import lorebooks
@@ -103,7 +104,7 @@ async def play(node_id):
             ask = await database_sync_to_async(_ask_for)(step, run)
             if ask is None:
                 continue  # answered meanwhile (a retry raced this one)
-            reply = await priority.call(lambda: asyncio.wait_for(  # noqa: B023 — awaited within this iteration
+            reply = await priority.call(lambda: asyncio.wait_for(  # noqa: B023 — awaited in this iteration
                 narrator.complete_json(ask.messages, schemas.OFFSTAGE_REPLY, options), _timeout()))
             if await database_sync_to_async(_commit)(step, run, ask, reply, narrator.model):
                 played += 1
@@ -131,7 +132,11 @@ def _prepare(node_id):
     if limits.offstage_per_turn == 0:
         return _Step(node, campaign, (), 0, "off stage is off for this campaign (offstage_per_turn is 0)",
                      OffstageRun.Status.OFF, attempt)
-    state = _state_at(node, campaign)
+    path = lineage.path_at(campaign.pk, node.branch_id, node.depth)
+    if not StateRecord.objects.filter(path.clause(), campaign_id=campaign.pk, kind__in=ITEM_KINDS).exists():
+        # No engagement or goal on the line: nothing can be due, and the whole state need not be read.
+        return _Step(node, campaign, (), 0, "nothing is due off stage", OffstageRun.Status.NOTHING_DUE, attempt)
+    state = story_state.state_at(path, campaign)
     due = due_at(state)
     if due is None:
         return _Step(node, campaign, (), 0, "the story clock has not started, so nothing is due off stage",
@@ -255,8 +260,9 @@ def _commit(step, run, ask, reply, model):
         stored = story_state.apply_events(node, events, source=WORLD, model=model)
         refused = [[event.payload.get("type", ""), event.reason] for event in stored
                    if event.status != StateEvent.Status.APPLIED]
-        if stored[-1].status != StateEvent.Status.APPLIED:
-            raise Refused(f"the off-stage item {due.item} could not be marked answered: {stored[-1].reason}")
+        marker = next(event for event in stored if event.payload.get("type") == "offscene")
+        if marker.status != StateEvent.Status.APPLIED:
+            raise Refused(f"the off-stage item {due.item} could not be marked answered: {marker.reason}")
         perceived = _record_minds(node, campaign, run.due, f"offstage-{node.pk}-{number}", account or action or due.text,
                                   model)
         Round.objects.create(
@@ -337,10 +343,10 @@ def write_note(node, campaign):
 
 def schedule_moves(node, campaign):
     """Return the lines of story time's catch-up written at ``node`` ("Mara went to the Forge"), if any."""
-    record = _state_at(node, campaign).get("catch_up")
-    if record is None or record.depth != node.depth:
-        return []
-    return list(record.data.get("lines", []))
+    record = (StateRecord.objects.filter(campaign_id=campaign.pk, branch_id=node.branch_id, depth=node.depth,
+                                         slot="catch_up", retracted=False).order_by("-id").values_list("data", flat=True)
+              .first())
+    return list((record or {}).get("lines", []))
 
 
 def note_of(campaign):
