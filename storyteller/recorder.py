@@ -27,11 +27,10 @@ from dataclasses import dataclass
 
 from channels.db import database_sync_to_async
 from django.conf import settings
+from django.db import transaction
 
 from campaigns import lineage
 from campaigns import state as story_state
-from django.db import transaction
-
 from campaigns.models import Campaign, ContextSnapshot, Node, RecorderRun, Round
 from campaigns.state import selection
 

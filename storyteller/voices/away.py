@@ -308,10 +308,12 @@ def _record_minds(node, campaign, due, ident, text, model):
     story_state.apply_events(node, [{"type": "event", "object": ident, "value": text[:300], "data": {
         "importance": IMPORTANCE, "tags": ["off stage"], "participants": [name(k) for k in due.participants],
         "location": name(place)}}], source=RECORDER, mark=False, model=model)
-    record = _state_at(node, campaign).get(f"event:{ident}")
-    if record is None:
+    # Minds records are kept out of the state's fold: read the event where it was just written.
+    data = (StateRecord.objects.filter(campaign_id=campaign.pk, branch_id=node.branch_id, depth=node.depth,
+                                       slot=f"event:{ident}").values_list("data", flat=True).first())
+    if data is None:
         return []
-    there = record.data.get("perceived_by", {})
+    there = data.get("perceived_by", {})
     # Only those who took part perceive an off-stage round, and only if they were there (or within earshot).
     perceivers = [key for key in due.participants if key in there]
     if perceivers:

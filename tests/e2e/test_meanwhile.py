@@ -42,7 +42,7 @@ def test_a_meanwhile_card_appears_after_a_skip_and_a_turn_and_is_gone_next_turn(
     send(page, "wait by the fire")
     page.wait_for_selector("[data-meanwhile]", timeout=30_000)
     assert MARA in page.inner_text("#meanwhile")
-    assert "Meanwhile" in page.inner_text("#meanwhile")
+    assert page.text_content("#meanwhile h3") == "Meanwhile"
     assert page.url == url, "no reload"
     settled(page)
 
