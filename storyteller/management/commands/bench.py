@@ -2236,11 +2236,11 @@ def _measure_offstage_state(rng, repeat):
 
     doc = _world_document(rng)
     doc["starting_time"] = "2031-03-14T08:00"
-    doc["engagements"] = [{"who": [f"Villager {n}"], "at": f"2031-03-14T{8 + k}:{5 + n % 50:02d}",
+    doc["engagements"] = [{"who": [f"Villager {n}"], "at": f"2031-03-14T{8 + k:02d}:{5 + n % 50:02d}",
                            "place": f"Room {rng.randrange(WORLD_PLACES)}", "what": f"errand {k}"}
                           for n in range(WORLD_CHARACTERS) for k in range(3)]
     doc["intents"] = [{"who": f"Villager {n}", "plan": f"plan {k} of villager {n}", "priority": 3,
-                       "deadline": f"2031-03-14T{9 + k}:30"} for n in range(WORLD_CHARACTERS) for k in range(2)]
+                       "deadline": f"2031-03-14T{9 + k:02d}:30"} for n in range(WORLD_CHARACTERS) for k in range(2)]
     campaign, _ = worldfile.create_campaign(_bench_user(), doc)
     storytime.skip(campaign, _bench_user(), {"reason": "the bench's morning", "until_time": "12:00"})
     path = lineage.path_of(campaign)
