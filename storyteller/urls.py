@@ -42,6 +42,7 @@ urlpatterns = [
     path("campaigns/<int:pk>/replies/<int:node_pk>/record/", views.retry_recording, name="retry_recording"),
     path("campaigns/<int:pk>/worker/", views.worker_status, name="worker_status"),
     path("campaigns/<int:pk>/meanwhile/", views.meanwhile, name="meanwhile"),
+    path("campaigns/<int:pk>/replies/<int:node_pk>/offstage/", views.offstage_rounds, name="offstage_rounds"),
     path("campaigns/<int:pk>/worker/retry/", views.retry_worker, name="retry_worker"),
     path("settings/models/", views.model_settings, name="model_settings"),
     path("settings/models/test/", views.test_connection, name="test_connection"),

@@ -28,7 +28,7 @@ from campaigns import lineage, story, worldfile
 from campaigns import views as campaign_views
 from campaigns.forms import (MAX_ACTION, MAX_DIRECTION, CampaignForm, CanonRuleFormSet, EditCampaignForm,
                              NewCampaignForm, SavePointForm)
-from campaigns.models import Branch, Campaign, Node, SavePoint
+from campaigns.models import Branch, Campaign, Node, OffstageRun, SavePoint
 from memory import bank as memory_bank
 from memory import views as memory_views
 
@@ -533,3 +533,14 @@ def meanwhile(request, pk):
     """Return the "Meanwhile" card of the head reply: what happened off stage after it (empty when nothing did)."""
     campaign = campaign_views.campaign_for_user(request, pk)
     return render(request, "campaigns/_meanwhile.html", {"campaign": campaign, "note": away.note_of(campaign)})
+
+
+@login_required
+@require_GET
+def offstage_rounds(request, pk, node_pk):
+    """Show what happened off stage after one reply: each round, what its character was told and answered."""
+    campaign = campaign_views.campaign_for_user(request, pk)
+    node = get_object_or_404(Node, pk=node_pk, campaign=campaign, role=Node.Role.NARRATOR)
+    return render(request, "storyteller/offstage.html", {
+        "campaign": campaign, "node": node, "rounds": node.rounds.filter(kind="offstage").order_by("number"),
+        "run": OffstageRun.objects.filter(node=node).first()})

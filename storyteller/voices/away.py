@@ -352,15 +352,16 @@ def schedule_moves(node, campaign):
 
 
 def note_of(campaign):
-    """Return the away note (``AwayNote.data()``) of ``campaign``'s head reply, or None: the "Meanwhile" card."""
+    """Return the away note (``AwayNote.data()``, with the reply's id as ``node``) of ``campaign``'s head reply, or
+    None: the "Meanwhile" card."""
     if not campaign.offstage_summary or campaign.head_depth == 0:
         return None
     path = lineage.path_of(campaign)
-    report = (ContextSnapshot.objects.filter(path.clause("node__"), node__campaign_id=campaign.pk,
-                                             node__depth=campaign.head_depth, node__role=Node.Role.NARRATOR)
-              .values_list("report", flat=True).first())
-    note = (report or {}).get("away_note")
-    return note if note and note.get("lines") else None
+    found = (ContextSnapshot.objects.filter(path.clause("node__"), node__campaign_id=campaign.pk,
+                                            node__depth=campaign.head_depth, node__role=Node.Role.NARRATOR)
+             .values_list("node_id", "report").first())
+    note = (found[1] or {}).get("away_note") if found else None
+    return {**note, "node": found[0]} if note and note.get("lines") else None
 
 
 def _finish(step, status, *, played, note="", error=""):

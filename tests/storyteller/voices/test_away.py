@@ -102,3 +102,21 @@ def test_the_turn_clears_the_card_when_it_starts_and_reads_it_again_when_it_ends
     assert '<div id="meanwhile" hx-swap-oob="true"></div>' in start
     end = render_to_string("campaigns/_turn_end.html", {"campaign": campaign, "outcome": "stopped"})
     assert 'id="meanwhile" hx-get="/campaigns/' in end and 'hx-swap-oob="true"' in end
+
+
+def test_the_off_stage_page_shows_each_round_what_its_character_was_told_and_the_account(
+        client_of, campaign, narrator_server, outsider, client):
+    async_to_sync(play)(campaign, "knock")
+    node = head_reply(campaign)
+    Round.objects.create(node=node, number=100, kind="offstage", activated=[{"who": "mara", "why": "her debt"}],
+                         outputs=[{"speaker": "mara", "text": "She paid the smith."}],
+                         resolution={"what": "settle the debt", "account": "", "account_refused": "told as I",
+                                     "perceived_by": ["mara"], "refused": [["move", "no route <b>"]]},
+                         briefs={"mara": {"text": "You are Mara <i>, the steward."}})
+    away.write_note(node, campaign)
+    page = client_of.get(reverse("offstage_rounds", args=[campaign.pk, node.pk])).content.decode()
+    assert 'data-round="100"' in page and "settle the debt" in page and "She paid the smith." in page
+    assert "left out of the note: told as I" in page and "no route &lt;b&gt;" in page
+    assert 'data-brief="mara"' in page and "You are Mara &lt;i&gt;, the steward." in page
+    client.force_login(outsider)
+    assert client.get(reverse("offstage_rounds", args=[campaign.pk, node.pk])).status_code == 404

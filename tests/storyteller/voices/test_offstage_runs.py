@@ -145,7 +145,7 @@ async def test_the_meanwhile_card_shows_the_accounts_once_and_they_never_reach_t
     assert (await head_state(keep)).location_of("aldric") == "tower", "a refused account: the action still stands"
     await sync_to_async(client.force_login)(owner)
     card = (await sync_to_async(client.get)(reverse("meanwhile", args=[keep.pk]), **HTMX)).content.decode()
-    assert "Meanwhile" in card and MARA in card
+    assert "Meanwhile" in card and MARA in card and f"/replies/{result.node_id}/offstage/" in card
 
     narrator_server.script("The fire crackles.")
     narrator_server.script_json({"events": []}, answer(TOBIN))
