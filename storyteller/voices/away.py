@@ -141,7 +141,12 @@ def _prepare(node_id):
     if due is None:
         return _Step(node, campaign, (), 0, "the story clock has not started, so nothing is due off stage",
                      OffstageRun.Status.NOTHING_DUE, attempt)
-    chosen = offstage.select(due, per_turn=limits.offstage_per_turn, per_character=limits.offstage_per_character)
+    # A retry after a failed run plays what this reply has left of its limits.
+    done = [who for activated in Round.objects.filter(node=node, kind=Round.Kind.OFFSTAGE)
+            .values_list("activated", flat=True) for who in [a.get("who") for a in activated[:1]]]
+    due = [d for d in due if done.count(d.who) < limits.offstage_per_character]
+    chosen = offstage.select(due, per_turn=max(0, limits.offstage_per_turn - len(done)),
+                             per_character=limits.offstage_per_character)
     return _Step(node, campaign, chosen.runs, len(chosen.waiting), "" if chosen.runs else "nothing is due off stage",
                  OffstageRun.Status.NOTHING_DUE, attempt)
 

@@ -172,6 +172,20 @@ async def test_a_failed_run_is_not_marked_and_waits_for_the_next_turn(keep, narr
     assert [r.activated[0]["who"] for r in await rounds_of(later.node_id)] == ["aldric", "tobin"]
 
 
+async def test_a_retry_of_the_failed_step_plays_what_the_reply_has_left_of_its_limits(keep, narrator_server):
+    from storyteller import postturn
+
+    narrator_server.script("You wait by the fire.")
+    narrator_server.script_json({"events": []}, answer(MARA), "not JSON {", "not JSON {")
+    result = await play(keep)
+    narrator_server.script_json(answer(ALDRIC), answer(TOBIN))
+    await postturn.run(result.node_id)  # the Retry button
+    assert [(r.number, r.activated[0]["who"]) for r in await rounds_of(result.node_id)] == [
+        (100, "mara"), (101, "aldric")], "two a turn: Tobin still waits"
+    run = await OffstageRun.objects.aget(node_id=result.node_id)
+    assert (run.status, run.played, run.waiting, run.attempts) == ("played", 1, 1, 2)
+
+
 async def test_off_stage_is_off_when_the_campaign_says_none_act(keep, narrator_server):
     await Campaign.objects.filter(pk=keep.pk).aupdate(offstage_per_turn=0)
     narrator_server.script("You wait by the fire.")
