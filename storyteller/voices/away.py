@@ -370,6 +370,8 @@ def note_of(campaign):
 
 
 def _finish(step, status, *, played, note="", error=""):
+    """Record the step's run on the reply (``played`` counts every off-stage round under it, retries included)."""
+    played = Round.objects.filter(node=step.node, kind=Round.Kind.OFFSTAGE).count()
     OffstageRun.objects.update_or_create(node=step.node, defaults={
         "status": status, "played": played, "waiting": step.waiting, "note": note[:2000], "error": error[:2000],
         "attempts": step.attempt})

@@ -183,7 +183,7 @@ async def test_a_retry_of_the_failed_step_plays_what_the_reply_has_left_of_its_l
     assert [(r.number, r.activated[0]["who"]) for r in await rounds_of(result.node_id)] == [
         (100, "mara"), (101, "aldric")], "two a turn: Tobin still waits"
     run = await OffstageRun.objects.aget(node_id=result.node_id)
-    assert (run.status, run.played, run.waiting, run.attempts) == ("played", 1, 1, 2)
+    assert (run.status, run.played, run.waiting, run.attempts) == ("played", 2, 1, 2)
 
 
 async def test_off_stage_is_off_when_the_campaign_says_none_act(keep, narrator_server):
