@@ -93,7 +93,7 @@ async def play(node_id):
     if step is None:
         return None
     if not step.runs:
-        await database_sync_to_async(_finish)(step, step.status, played=0, note=step.why_none)
+        await database_sync_to_async(_finish)(step, step.status, note=step.why_none)
         return step.status
     narrator = await llm.anarrator_for(step.campaign.narrator_model or None)
     options = llm.ChatOptions(num_predict=MAX_TOKENS, num_ctx=step.campaign.context_token_budget,
@@ -113,7 +113,7 @@ async def play(node_id):
                 logger.exception("an off-stage run failed for node %s", node_id)
             errors.append(f"{run.due.who}: {_describe(error, narrator.model)}")
     await database_sync_to_async(_finish)(step, OffstageRun.Status.FAILED if errors else OffstageRun.Status.PLAYED,
-                                          played=played, error=" ".join(errors),
+                                          error=" ".join(errors),
                                           note=f"{played} played" + (f"; {step.waiting} wait for a later turn"
                                                                      if step.waiting else ""))
     return OffstageRun.Status.FAILED if errors else OffstageRun.Status.PLAYED
@@ -369,7 +369,7 @@ def note_of(campaign):
     return {**note, "node": found[0]} if note and note.get("lines") else None
 
 
-def _finish(step, status, *, played, note="", error=""):
+def _finish(step, status, *, note="", error=""):
     """Record the step's run on the reply (``played`` counts every off-stage round under it, retries included)."""
     played = Round.objects.filter(node=step.node, kind=Round.Kind.OFFSTAGE).count()
     OffstageRun.objects.update_or_create(node=step.node, defaults={
