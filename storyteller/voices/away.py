@@ -136,7 +136,7 @@ def _prepare(node_id):
     if not StateRecord.objects.filter(path.clause(), campaign_id=campaign.pk, kind__in=ITEM_KINDS).exists():
         # No engagement or goal on the line: nothing can be due, and the whole state need not be read.
         return _Step(node, campaign, (), 0, "nothing is due off stage", OffstageRun.Status.NOTHING_DUE, attempt)
-    state = story_state.state_at(path, campaign)
+    state = read_due(path, campaign)
     due = due_at(state)
     if due is None:
         return _Step(node, campaign, (), 0, "the story clock has not started, so nothing is due off stage",
@@ -151,13 +151,26 @@ def _prepare(node_id):
                  OffstageRun.Status.NOTHING_DUE, attempt)
 
 
+def read_due(path, campaign):
+    """Return the part of the State after ``path`` that ``due_at`` reads: the base, where every character is, the
+    clock, the engagements, the goals and the handled markers (a world's exits, items and facts are not read)."""
+    state = story_state.state_for_events(path, campaign, [])
+    state.load("location", [r.subject for r in state.entities() if r.data.get("kind") == "character"])
+    found = state.fetch_where("kind IN ('engagement', 'intent', 'offscene') OR slot = 'clock'", [])
+    state.add({slot: record for slot, record in found.items() if slot not in state.slots})
+    return state
+
+
 def due_at(state):
-    """Return the off-stage Due items of ``state`` (a whole State), oldest first, or None before the clock starts."""
+    """Return the off-stage Due items of ``state`` (the whole State, or ``read_due``'s part), oldest first, or None
+    before the clock starts."""
     now = _now(state)
     if now is None:
         return None
     positions = {r.subject: r.value for r in state.of_kind("location")}
-    excluded = {r.subject for r in state.entities() if r.data.get("background") or r.data.get("crowd")}
+    excluded = {who for who in positions
+                if (record := state.entity(who)) is not None and (record.data.get("background")
+                                                                  or record.data.get("crowd"))}
     return offstage.due_items(positions=positions, protagonist_place=state.location_of(PROTAGONIST),
                               engagements=_engagements(state), intents=_intents(state),
                               now_ms=now, handled=offscene.handled(state), excluded=frozenset(excluded))
@@ -192,8 +205,11 @@ def _routine(state, who):
     return agenda.parse_routine(who, record.data, cal=calendar.STORED) if record else None
 
 
-def _state_at(node, campaign):
-    return story_state.state_at(lineage.path_at(campaign.pk, node.branch_id, node.depth), campaign)
+def _part(node, campaign, due):
+    """Return the part of the State at ``node`` one run's commit reads: names, the actor, the marker, the clock."""
+    state = story_state.state_for_events(lineage.path_at(campaign.pk, node.branch_id, node.depth), campaign, [])
+    state.prefetch([f"offscene:{due.item}", f"location:{due.who}", f"condition:{due.who}", "clock"])
+    return state
 
 
 def _ask_for(step, run):
@@ -245,8 +261,8 @@ def _commit(step, run, ask, reply, model):
     """Write one run in one transaction; return whether it was written (False: answered meanwhile)."""
     node, campaign, due = step.node, step.campaign, run.due
     with transaction.atomic():
-        state = _state_at(node, campaign)
-        if due.item in offscene.handled(state):
+        state = _part(node, campaign, due)
+        if state.get(f"offscene:{due.item}") is not None:
             return False
         who, name = due.who, state.name_of
         number = rounds.offstage_number(list(Round.objects.filter(node=node)))
@@ -305,7 +321,7 @@ def _destination(state, due, moves_to):
 
 def _record_minds(node, campaign, due, ident, text, model):
     """Write the round's event and the perceptions of its participants who were there; return who perceived it."""
-    state = _state_at(node, campaign)
+    state = _part(node, campaign, due)
     name = state.name_of
     place = state.location_of(due.who) or due.place
     if not place:

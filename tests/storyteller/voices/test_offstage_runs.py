@@ -199,3 +199,4 @@ def test_due_items_read_from_the_state_are_those_away_from_the_player_oldest_fir
     due = away.due_at(state)
     assert [d.who for d in due] == ["mara", "aldric", "tobin"]
     assert due[0].participants == ("mara", "tobin") and due[0].place == "forge"
+    assert away.due_at(away.read_due(lineage.path_of(keep), keep)) == due, "the step's partial read finds the same"
