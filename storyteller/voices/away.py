@@ -36,7 +36,7 @@ from dataclasses import dataclass
 
 from channels.db import database_sync_to_async
 from django.conf import settings
-from django.db import transaction
+from django.db import connection, transaction
 
 from campaigns import lineage
 from campaigns import state as story_state
@@ -101,7 +101,7 @@ async def play(node_id):
     played, errors = 0, []
     for run in step.runs:
         try:
-            ask = await database_sync_to_async(_ask_for)(step, run)
+            ask = await asyncio.to_thread(_ask_for, step, run)
             if ask is None:
                 continue  # answered meanwhile (a retry raced this one)
             reply = await priority.call(lambda: asyncio.wait_for(  # noqa: B023 — awaited in this iteration
@@ -213,7 +213,19 @@ def _part(node, campaign, due):
 
 
 def _ask_for(step, run):
-    """Return the messages of one run and the brief they carry, from the state as it is now; None if answered."""
+    """Return the messages of one run and the brief they carry, from the state as it is now; None if answered.
+
+    Read on a worker thread of its own, with its own connection, not the
+    database thread every page and socket shares: a brief reads the whole
+    state (about 300 ms on a 1,000-place world), and nothing here writes.
+    """
+    try:
+        return _compose(step, run)
+    finally:
+        connection.close()  # this worker thread's own connection
+
+
+def _compose(step, run):
     node, campaign, due = step.node, step.campaign, run.due
     path = lineage.path_at(campaign.pk, node.branch_id, node.depth)
     state = story_state.state_at(path, campaign)
