@@ -3,8 +3,8 @@ from django.contrib import admin, messages
 
 from . import state
 from .models import (BeliefRecord, Branch, Campaign, CanonRule, ConsolidationRun, ContextSnapshot, EventRecord,
-                     ExitRecord, ItemRecord, Node, OffstageRun, PerceptionRecord, PlaceRecord, RecorderRun, Round,
-                     SavePoint, StateEvent, StateRecord)
+                     ExitRecord, ItemRecord, JudgeRun, Node, OffstageRun, PerceptionRecord, PlaceRecord, RecorderRun,
+                     RollRecord, Round, SavePoint, StateEvent, StateRecord, TimeRecord, TriggerRecord, VariableRecord)
 from .state.events import MAX_TEXT
 
 
@@ -16,11 +16,12 @@ class CanonRuleInline(admin.TabularInline):
 
 @admin.register(Campaign)
 class CampaignAdmin(admin.ModelAdmin):
-    list_display = ["title", "owner", "genre", "turn_count", "head_branch", "head_depth", "narrator_model", "updated_at"]
-    list_filter = ["genre", "owner", "point_of_view"]
+    list_display = ["title", "owner", "genre", "turn_count", "head_branch", "head_depth", "narrator_model", "clock_mode",
+                    "time_zone", "updated_at"]
+    list_filter = ["genre", "owner", "point_of_view", "clock_mode"]
     search_fields = ["title", "protagonist", "opening"]
     inlines = [CanonRuleInline]
-    readonly_fields = ["head_branch", "head_depth", "created_at", "updated_at"]
+    readonly_fields = ["head_branch", "head_depth", "created_at", "updated_at", "last_played_at"]
 
 
 @admin.register(CanonRule)
@@ -291,6 +292,46 @@ class OffstageRunAdmin(_ReadOnlyAdmin):
 @admin.register(ConsolidationRun)
 class ConsolidationRunAdmin(_ReadOnlyAdmin):
     list_display = ["node", "status", "note", "error", "attempts", "updated_at"]
+    list_filter = ["status"]
+
+
+class _RuleRecordAdmin(_ReadOnlyAdmin):
+    """Story time and world rules as stored on every line (depth and branch say where); change them through the
+    play page's panels or a correction."""
+
+    kinds = ()
+    list_display = ["slot", "kind", "subject", "value", "campaign", "branch", "depth", "authority", "narrator_only",
+                    "retracted"]
+    list_filter = ["kind", "campaign", "authority", "retracted"]
+    search_fields = ["slot", "subject", "value"]
+
+    def get_queryset(self, request):
+        return super().get_queryset(request).filter(kind__in=self.kinds).select_related("campaign")
+
+
+@admin.register(TimeRecord)
+class TimeRecordAdmin(_RuleRecordAdmin):
+    kinds = ("clock", "calendar", "routine", "agenda_cursor", "consolidation", "engagement", "intent", "catch_up")
+
+
+@admin.register(VariableRecord)
+class VariableRecordAdmin(_RuleRecordAdmin):
+    kinds = ("variable_def", "var", "temperament")
+
+
+@admin.register(RollRecord)
+class RollRecordAdmin(_RuleRecordAdmin):
+    kinds = ("dice_check", "roll")
+
+
+@admin.register(TriggerRecord)
+class TriggerRecordAdmin(_RuleRecordAdmin):
+    kinds = ("trigger", "trigger_note", "judgment")
+
+
+@admin.register(JudgeRun)
+class JudgeRunAdmin(_ReadOnlyAdmin):
+    list_display = ["node", "status", "model", "error", "updated_at"]
     list_filter = ["status"]
 
 

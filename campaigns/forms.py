@@ -2,6 +2,8 @@ from django import forms
 
 from . import worldfile
 from .models import Campaign, CanonRule, Node
+from .state import calendar, clock
+from .state.rules import Refused
 from .state.events import CORRECTION_TYPES, MAX_TEXT
 from .state.registry import OP_FIELDS, TYPES
 
@@ -119,10 +121,60 @@ class NewCampaignForm(CampaignForm):
             raise forms.ValidationError(str(refusal)) from None
 
 
+# Story time and world rules (docs/rules.md). A new campaign takes them from its world file's ``clock``
+# section (or their defaults); the edit form changes them.
+TIME_FIELDS = ["clock_mode", "time_zone", "round_seconds", "max_skip_days", "trigger_cap", "beat_turns", "cue_turns"]
+
+
 class EditCampaignForm(CampaignForm):
     class Meta(CampaignForm.Meta):
         # The opening is the root of the story tree; changing it would rewrite history.
-        fields = [f for f in CampaignForm.Meta.fields if f != "opening"]
+        fields = [f for f in CampaignForm.Meta.fields if f != "opening"] + TIME_FIELDS
+        widgets = {**CampaignForm.Meta.widgets, "time_zone": forms.TextInput(attrs={"list": "time-zones"})}
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        # A form posted without the story time section (an older page, a script) keeps the campaign's settings.
+        for name in TIME_FIELDS:
+            self.fields[name].required = False
+
+    def _kept(self, name):
+        value = self.cleaned_data.get(name)
+        return getattr(self.instance, name) if value in (None, "") else value
+
+    def clean_clock_mode(self):
+        return self._kept("clock_mode")
+
+    def clean_trigger_cap(self):
+        return self._kept("trigger_cap")
+
+    def clean_beat_turns(self):
+        return self._kept("beat_turns")
+
+    def clean_cue_turns(self):
+        return self._kept("cue_turns")
+
+    def clean_time_zone(self):
+        value = self._kept("time_zone").strip()
+        try:
+            calendar.zone(value)
+        except Refused:
+            raise forms.ValidationError(f"{value!r} is not a time zone this machine knows; write an IANA name such "
+                                        "as Europe/Lisbon, America/New_York or UTC.") from None
+        return value
+
+    def clean_round_seconds(self):
+        value = self._kept("round_seconds")
+        if not 1 <= value <= clock.MAX_ROUND_SECONDS:
+            raise forms.ValidationError(f"A turn lasts 1 to {clock.MAX_ROUND_SECONDS:,} seconds of story time (a "
+                                        "day); for longer, skip time between turns.")
+        return value
+
+    def clean_max_skip_days(self):
+        value = self._kept("max_skip_days")
+        if not 1 <= value <= 365:
+            raise forms.ValidationError("One skip may be 1 to 365 days long; choose a number in that range.")
+        return value
 
 
 class CanonRuleForm(forms.ModelForm):

@@ -57,6 +57,10 @@ class Campaign(models.Model):
         MEDIUM = "medium", "Medium (two or three paragraphs)"
         LONG = "long", "Long (several paragraphs)"
 
+    class ClockMode(models.TextChoices):
+        SIMULATED = "simulated", "Simulated (moves with the story)"
+        REAL = "real", "Real (follows the wall clock)"
+
     owner = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="campaigns")
     title = models.CharField(max_length=200)
     genre = models.CharField(max_length=100, blank=True)
@@ -91,6 +95,28 @@ class Campaign(models.Model):
     embed_model = models.CharField(
         max_length=200, blank=True, help_text="Leave blank for the server default (STORYTELLER_EMBED_MODEL)."
     )
+
+    # Story time and world rules (seed 002 时间, 世界触发器; docs/rules.md). Checked together by the campaign
+    # form (``campaigns.state.clock.Settings.check``): invalid settings are refused naming what to change.
+    clock_mode = models.CharField(max_length=10, choices=ClockMode.choices, default=ClockMode.SIMULATED,
+                                  help_text="Simulated time moves only with the story; real time follows the wall "
+                                            "clock, never goes back and cannot be skipped.")
+    time_zone = models.CharField(max_length=64, default="UTC",
+                                 help_text="The story's time zone (IANA, e.g. Europe/Lisbon): how dates and times "
+                                           "read, and when routines and festivals begin.")
+    round_seconds = models.PositiveIntegerField(default=30, help_text="How long a turn takes in story time when "
+                                                                      "the recorder does not say (seconds).")
+    max_skip_days = models.PositiveIntegerField(default=30, help_text="The longest one Skip time may be (days).")
+    trigger_cap = models.PositiveIntegerField(default=3, validators=[MinValueValidator(1), MaxValueValidator(50)],
+                                              help_text="How many world triggers may fire at one check; the rest "
+                                                        "fire at the next.")
+    beat_turns = models.PositiveIntegerField(default=3, validators=[MinValueValidator(1), MaxValueValidator(100)],
+                                             help_text="Turns a fired trigger's beat waits for the narrator before "
+                                                       "it lapses.")
+    cue_turns = models.PositiveIntegerField(default=1, validators=[MinValueValidator(1), MaxValueValidator(100)],
+                                            help_text="Turns a fired trigger's cue is given before it lapses.")
+    # When the person last played (a committed turn): a real clock tells the narrator of an absence from here.
+    last_played_at = models.DateTimeField(null=True, blank=True, editable=False)
 
     # Voices (decision D9: campaign fields a form checks, not a settings file). Seed 002's defaults.
     game_master = models.BooleanField(
@@ -335,6 +361,8 @@ class StateEvent(models.Model):
         CORRECTION = "correction", "Manual correction"
         SCRIPT = "script", "Script (manage.py story append)"
         WORLD = "world", "World file (at the opening)"
+        ENGINE = "engine", "Story time and world rules (the application)"
+        JUDGE = "judge", "Trigger judge (after a turn)"
 
     class Status(models.TextChoices):
         APPLIED = "applied", "Applied"
@@ -426,6 +454,38 @@ class ItemRecord(StateRecord):
         verbose_name = "item record"
 
 
+class TimeRecord(StateRecord):
+    """The admin's list of story time: the clock, the calendar, routines, engagements and intents, on every line."""
+
+    class Meta:
+        proxy = True
+        verbose_name = "story time record"
+
+
+class VariableRecord(StateRecord):
+    """The admin's list of story variables: definitions and stored values, on every line."""
+
+    class Meta:
+        proxy = True
+        verbose_name = "variable record"
+
+
+class RollRecord(StateRecord):
+    """The admin's list of dice checks and the roll log, on every line."""
+
+    class Meta:
+        proxy = True
+        verbose_name = "dice record"
+
+
+class TriggerRecord(StateRecord):
+    """The admin's list of world triggers, their notes and judgments, on every line."""
+
+    class Meta:
+        proxy = True
+        verbose_name = "trigger record"
+
+
 class EventRecord(StateRecord):
     """The admin's list of recorded events (``event:<id>``: sealed once written), on every line."""
 
@@ -469,6 +529,24 @@ class RecorderRun(models.Model):
 
     def __str__(self):
         return f"recorder {self.status} for node {self.node_id}"
+
+
+class JudgeRun(models.Model):
+    """Whether the post-turn judge has decided the judged trigger conditions after a reply; no row: not yet."""
+
+    class Status(models.TextChoices):
+        APPLIED = "applied", "Applied"
+        NOTHING = "nothing", "Nothing to judge"
+        FAILED = "failed", "Failed"
+
+    node = models.OneToOneField(Node, on_delete=models.CASCADE, related_name="judge_run")
+    status = models.CharField(max_length=10, choices=Status.choices)
+    error = models.TextField(blank=True, validators=[MaxLengthValidator(REASON_CHARS)])
+    model = models.CharField(max_length=200, blank=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    def __str__(self):
+        return f"judge {self.status} for node {self.node_id}"
 
 
 class OffstageRun(models.Model):

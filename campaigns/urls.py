@@ -1,6 +1,6 @@
 from django.urls import path
 
-from . import views
+from . import rule_views, views
 
 urlpatterns = [
     path("", views.state_panel, name="state_panel"),
@@ -10,4 +10,9 @@ urlpatterns = [
     path("world/correct/", views.world_correct, name="world_correct"),
     path("world/map/", views.world_map, name="world_map"),
     path("world/items/", views.items_panel, name="items_panel"),
+    path("time/", rule_views.time_panel, name="time_panel"),
+    path("variables/", rule_views.variables_panel, name="variables_panel"),
+    path("rolls/", rule_views.rolls_panel, name="rolls_panel"),
+    path("triggers/", rule_views.triggers_panel, name="triggers_panel"),
+    path("rules/<str:panel>/correct/", rule_views.rules_correct, name="rules_correct"),
 ]

@@ -155,6 +155,9 @@ def world_panel_context(campaign, *, message="", error="", reload_panels=False):
         "world_message": message,
         "world_error": error,
         "reload_panels": reload_panels,
+        # Story time and world rules follow a correction of the world too (who is where, what they hold).
+        "rule_panels": [("time", "time_panel"), ("variables", "variables_panel"), ("rolls", "rolls_panel"),
+                        ("triggers", "triggers_panel")],
     }
 
 

@@ -1,11 +1,12 @@
 """World files: a campaign's world as one JSON document (or a zip of several), imported whole or not at all.
 
 A world file describes places with their features, directed exits,
-factions, characters (where they are, their state, relationships and what
-they know), items with their holders, wear slots, and the sections later
-parts of seed 002 read (story time, calendar, routines, engagements,
-intents, variables, dice checks, triggers, lore), which are checked for
-shape and stored as they are. docs/world-files.md is the format.
+factions, characters (where they are, their state, relationships, what
+they know and their temperament), items with their holders, wear slots,
+story time and world rules (when the story starts and how its clock runs,
+the calendar, routines, engagements, intents, variables, dice checks and
+triggers), and lore, which is checked for shape and stored as it is for the
+part of the engine that reads it. docs/world-files.md is the format.
 
 ``build`` turns a document into typed events — the same events the recorder
 and a person's corrections use — so a world means exactly what those events
@@ -29,7 +30,9 @@ from django.db import transaction
 
 from . import lineage, story
 from .models import Campaign, CanonRule, Node, StateEvent
-from .state import lint, lore, validate_batch, world
+from .state import calendar as story_calendar
+from .state import clock, lint, lore, rulebook, validate_batch, world
+from .state.rules import Refused
 from .state.reading import PROTAGONIST, Canon, State, _add_protagonist, key_for, normalize, protagonist_name
 from .state.registry import MAX_NAME, MAX_TEXT, clean
 
@@ -43,34 +46,18 @@ MAX_BYTES = 10 * 1024 * 1024
 # The campaign fields a world file may fill in (the new-campaign form's own values win).
 CAMPAIGN_FIELDS = ("title", "genre", "protagonist", "opening", "pacing", "style_notes", "narrator_rules")
 
-# The world's own sections, and those later parts of seed 002 read, stored as they are after a check of
-# their shape (what each entry must name). A section's ``kind`` is the JSON it must be.
+# The world's own sections, story time and world rules (docs/rules.md), and those later parts of seed 002
+# read, stored as they are after a check of their shape (what each entry must name). A stored section's
+# ``kind`` is the JSON it must be.
 WORLD_SECTIONS = ("format", "version", "campaign", "slots", "places", "exits", "factions", "characters", "items",
-                  "facts")
-STORED_SECTIONS = {
-    "starting_time": "text",
-    "clock": "object",
-    "calendar": "object",
-    "routines": "list",
-    "engagements": "list",
-    "intents": "list",
-    "variables": "list",
-    "dice": "list",
-    "triggers": "list",
-    "lore": "list",
-}
+                  "facts", "starting_time", "clock", "calendar", "routines", "engagements", "intents", "variables",
+                  "dice", "triggers")
+STORED_SECTIONS = {"lore": "list"}
 # For each stored list section: the fields every entry needs, and which of its fields name a character or a place.
-STORED_ENTRIES = {
-    "routines": (("who", "windows"), {"who": "character"}),
-    "engagements": (("who", "at", "what"), {"who": "character", "place": "place"}),
-    "intents": (("who", "plan"), {"who": "character"}),
-    "variables": (("name", "type"), {}),
-    "dice": (("key", "name", "definition"), {}),
-    "triggers": (("id",), {}),
-    "lore": (("id", "title", "text"), {}),
-}
-CLOCK_MODES = ("simulated", "real")
-VARIABLE_TYPES = ("number", "flag", "choice")
+STORED_ENTRIES = {"lore": (("id", "title", "text"), {})}
+# The ``clock`` section's fields and the Campaign fields they fill in (the new-campaign form has none of them).
+CLOCK_FIELDS = {"mode": "clock_mode", "time_zone": "time_zone", "round_seconds": "round_seconds",
+                "max_skip_days": "max_skip_days"}
 
 
 class WorldRefused(Exception):
@@ -264,6 +251,7 @@ def build(document, protagonist=""):
             out.add(f"facts[{number}]", "add_fact", value=_text(entry, MAX_TEXT))
         else:
             problems.append(f"facts[{number}] must be a sentence")
+    _rules(out, names, document, characters)
     for section, kind in STORED_SECTIONS.items():
         if section in document:
             _stored(out, names, section, kind, document[section])
@@ -472,19 +460,113 @@ def _known(out, names, key, section, kind, known, where):
         out.add(where, "know", key, found, data={"kind": kind, "how": how})
 
 
+def _rules(out, names, document, characters):
+    """Story time and world rules as their events, after the world they refer to (docs/rules.md).
+
+    The clock starts at the opening (at ``starting_time``, else the
+    campaign's creation); the calendar, variables and checks come before
+    the routines, engagements, intents and triggers that may name them, and
+    the triggers last, all in one event, since those of one edit may refer
+    to each other.
+    """
+    problems = out.problems
+    start = document.get("starting_time")
+    if start is not None and (not isinstance(start, str) or not start.strip()):
+        problems.append("starting_time must be a date and time like \"2031-03-14T08:00\"")
+        start = None
+    out.add("starting_time" if start else "clock", "clock_start", data={"starting_time": start} if start else {})
+    if "calendar" in document:
+        if isinstance(document["calendar"], dict):
+            out.add("calendar", "calendar_set", data={"calendar": document["calendar"]})
+        else:
+            problems.append("calendar must be an object {hemisphere, festivals, markers}")
+    for number, entry in characters:
+        if entry.get("temperament") is not None:
+            if isinstance(entry["temperament"], dict):
+                out.add(f"characters[{number}].temperament", "temperament", entry["_key"],
+                        data=_only(entry["temperament"], {"valence", "arousal", "dominance"}))
+            else:
+                problems.append(f"characters[{number}].temperament must be an object (valence, arousal, dominance)")
+    values = []
+    for number, entry in enumerate(_list(document, "variables", problems), 1):
+        where = f"variables[{number}]"
+        if not isinstance(entry, dict):
+            problems.append(f"{where} must be an object")
+            continue
+        definition = {key: value for key, value in entry.items() if key != "values"}
+        out.add(where, "variable_define", data={"definition": definition})
+        given = entry.get("values") or {}
+        if not isinstance(given, dict):
+            problems.append(f"{where}.values must be an object {{character, item, place or world: value}}")
+            continue
+        for target, value in given.items():
+            found = "world" if target == "world" else names.find(target, ("character", "item", "place"),
+                                                                  f"{where}.values", problems)
+            if found:
+                values.append((f"{where}.values.{target}", found, entry.get("name", ""), value))
+    for where, target, name, value in values:
+        out.add(where, "variable_change", target, str(name), data={"to": value})
+    for number, entry in enumerate(_list(document, "dice", problems), 1):
+        where = f"dice[{number}]"
+        if _entry(entry, where, ("key",), problems):
+            out.add(where, "dice_check_define", entry["key"],
+                    data=_only(entry, {"name", "use_text", "definition"}))
+    for number, entry in enumerate(_list(document, "routines", problems), 1):
+        where = f"routines[{number}]"
+        if _entry(entry, where, ("who",), problems):
+            who = names.find(entry["who"], ("character",), f"{where}.who", problems)
+            if who:
+                out.add(where, "routine_set", who, data={"windows": entry.get("windows")})
+    for number, entry in enumerate(_list(document, "engagements", problems), 1):
+        where = f"engagements[{number}]"
+        if not isinstance(entry, dict):
+            problems.append(f"{where} must be an object")
+            continue
+        who = entry.get("who")
+        who = [who] if isinstance(who, str) else who if isinstance(who, list) else []
+        keys = [names.find(person, ("character",), f"{where}.who", problems) for person in who]
+        data = {**_only(entry, {"id", "at", "what"}), "who": [key for key in keys if key]}
+        if entry.get("place"):
+            data["place"] = names.find(entry["place"], ("place",), f"{where}.place", problems) or ""
+        out.add(where, "engagement", data=data)
+    for number, entry in enumerate(_list(document, "intents", problems), 1):
+        where = f"intents[{number}]"
+        if _entry(entry, where, ("who",), problems):
+            who = names.find(entry["who"], ("character",), f"{where}.who", problems)
+            if who:
+                out.add(where, "intent_add", who,
+                        data=_only(entry, {"id", "type", "priority", "urgency", "deadline", "plan"}))
+    triggers = _list(document, "triggers", problems)
+    if triggers:
+        out.add("triggers", "trigger_define", data={"triggers": triggers})
+
+
+def clock_settings(document):
+    """Return (the Campaign fields the ``clock`` section gives, problems with them)."""
+    section = document.get("clock") if isinstance(document, dict) else None
+    if section is None:
+        return {}, []
+    if not isinstance(section, dict):
+        return {}, ["clock must be an object {mode, time_zone, round_seconds, max_skip_days}"]
+    unknown = sorted(set(section) - set(CLOCK_FIELDS))
+    problems = [f"clock.{name} is not a clock setting (they are {', '.join(CLOCK_FIELDS)})" for name in unknown]
+    fields = {CLOCK_FIELDS[name]: section[name] for name in CLOCK_FIELDS if name in section}
+    defaults = clock.Settings()
+    try:
+        clock.Settings(fields.get("clock_mode", defaults.mode), fields.get("time_zone", defaults.time_zone),
+                       fields.get("round_seconds", defaults.round_seconds),
+                       fields.get("max_skip_days", defaults.max_skip_days)).check()
+    except (Refused, TypeError) as error:
+        problems.append(f"clock: {error}")
+    return fields, problems
+
+
 def _stored(out, names, section, kind, value):
     """Check a later section's shape and what its entries name; store it as it is."""
     problems = out.problems
-    if kind == "text":
-        if not isinstance(value, str) or not _instant(value):
-            problems.append(f"{section} must be a date and time like \"2031-03-14T08:00\"")
-            return
-    elif kind == "object":
+    if kind == "object":
         if not isinstance(value, dict):
             problems.append(f"{section} must be an object")
-            return
-        if section == "clock" and value.get("mode", "simulated") not in CLOCK_MODES:
-            problems.append(f"clock.mode must be {' or '.join(CLOCK_MODES)}, not {value.get('mode')!r}")
             return
     else:
         if not isinstance(value, list):
@@ -504,8 +586,6 @@ def _stored(out, names, section, kind, value):
             for name, referred in references.items():
                 if entry.get(name):
                     names.find(entry[name], (referred,), f"{where}.{name}", problems)
-            if section == "variables" and entry.get("type") not in VARIABLE_TYPES:
-                problems.append(f"{where}.type must be {', '.join(VARIABLE_TYPES)}, not {entry.get('type')!r}")
             if section == "lore" and entry.get("scope", lore.LISTED) not in lore.SCOPES:
                 problems.append(f"{where}.scope must be {' or '.join(lore.SCOPES)}, not {entry.get('scope')!r}")
             if section == "lore" and entry.get("id"):
@@ -517,14 +597,6 @@ def _stored(out, names, section, kind, value):
         if len(problems) > before:
             return
     out.add(section, "world_section", section, data={"content": value})
-
-
-def _instant(text):
-    try:
-        datetime.fromisoformat(text)
-    except ValueError:
-        return False
-    return True
 
 
 @dataclass
@@ -551,8 +623,15 @@ def check(document, protagonist=""):
     protagonist = protagonist or fields.get("protagonist", "")
     built = build(document, protagonist)
     state = fresh_state(protagonist, canon)
-    outcomes = validate_batch(state, [clean(event) for event in built.events], "world")
-    problems = list(built.problems)
+    timing, problems = clock_settings(document)
+    defaults = clock.Settings()
+    settings = clock.Settings(timing.get("clock_mode", defaults.mode), timing.get("time_zone", defaults.time_zone),
+                              timing.get("round_seconds", defaults.round_seconds),
+                              timing.get("max_skip_days", defaults.max_skip_days)) if not problems else defaults
+    now = int(datetime.now().timestamp() * 1000)
+    outcomes = validate_batch(state, [clean(event) for event in built.events], "world",
+                              env=rulebook.Env(settings=settings, created_ms=now, wall_ms=now))
+    problems = list(built.problems) + problems
     for where, outcome in zip(built.where, outcomes):
         if outcome.status != "applied":
             problems.append(f"{where}: {outcome.reason}")
@@ -568,10 +647,13 @@ def fresh_state(protagonist, canon=()):
 
 
 def campaign_fields(document):
-    """Return the campaign fields and canon rules a world file gives (``campaign`` section)."""
+    """Return the campaign fields and canon rules a world file gives (``campaign`` and ``clock`` sections)."""
     section = document.get("campaign") if isinstance(document, dict) else None
     section = section if isinstance(section, dict) else {}
     fields = {name: str(section[name]).strip() for name in CAMPAIGN_FIELDS if section.get(name)}
+    timing, problems = clock_settings(document)
+    if not problems:
+        fields.update(timing)
     canon = []
     for rule in section.get("canon") or []:
         if isinstance(rule, str) and rule.strip():
@@ -674,6 +756,9 @@ def export(state, campaign=None):
                                   for t, how in known["exit"].items() if t in exits]
         if knowledge:
             entry["knowledge"] = knowledge
+        temperament = state.get(f"temperament:{key}")
+        if temperament is not None:
+            entry["temperament"] = dict(temperament.data)
         document["characters"].append(entry)
     document["items"] = [{
         "id": item["key"], "name": item["name"], **_described(entities[item["key"]]),
@@ -689,7 +774,52 @@ def export(state, campaign=None):
     document["facts"] = snap["facts"]
     for record in state.of_kind("world_section"):
         document[record.value] = record.data.get("content")
+    document.update(_rule_sections(state, campaign))
     return document
+
+
+def _rule_sections(state, campaign):
+    """Return story time and world rules as world file sections: the clock at ``state`` is the new start.
+
+    What a new story starts with: pending engagements, active intents,
+    triggers that can still fire (dormant, with their definitions as stored:
+    instants in UTC ms), variables with the values that differ from their
+    defaults (the built-in emotions rest at each character's temperament).
+    """
+    sections = {}
+    now = rulebook.clock_of(state)
+    tz = campaign.time_zone if campaign is not None else (now.time_zone if now else "UTC")
+    if now is not None:
+        sections["starting_time"] = _iso(now.at, tz)
+    if campaign is not None:
+        sections["clock"] = {name: getattr(campaign, field) for name, field in CLOCK_FIELDS.items()}
+    record = state.get("calendar")
+    if record is not None:
+        sections["calendar"] = record.data
+    values = {}
+    for (target, name), value in rulebook.values_of(state).items():
+        values.setdefault(name, {})[target] = value
+    sections["variables"] = [{**definition.data(), **({"values": values[name]} if values.get(name) else {})}
+                             for name, definition in rulebook.definitions_of(state).items() if not definition.builtin]
+    sections["dice"] = [{"key": key, **check.data()} for key, check in sorted(rulebook.checks_of(state).items())]
+    sections["routines"] = [{"who": r.subject, "windows": r.data.get("windows", [])}
+                            for r in sorted(state.of_kind("routine"), key=lambda r: r.subject)]
+    sections["engagements"] = [
+        {"id": e.id, "who": list(e.who), "at": _iso(e.at, tz), **({"place": e.place} if e.place else {}),
+         "what": e.what} for e in sorted(rulebook.engagements_of(state), key=lambda e: (e.at, e.id))
+        if e.status == "pending"]
+    sections["intents"] = [
+        {"who": i.who, "id": i.id, **({"type": i.type} if i.type else {}), "priority": i.priority,
+         "urgency": i.urgency, **({"deadline": _iso(i.deadline, tz)} if i.deadline is not None else {}), "plan": i.plan}
+        for i in sorted(rulebook.intents_of(state), key=lambda i: (i.who, i.id)) if i.status == "active"]
+    sections["triggers"] = [trigger.definition for trigger, status in rulebook.triggers_of(state)
+                            if status.status in ("dormant", "fired") and status.fires < trigger.max_fires]
+    return {name: value for name, value in sections.items() if value not in ([], None)}
+
+
+def _iso(ms, tz):
+    """Return the instant ``ms`` as local ISO text in ``tz``, which a world file reads back in that time zone."""
+    return story_calendar.local(ms, tz).replace(tzinfo=None).isoformat(timespec="seconds")
 
 
 def _described(entity):

@@ -24,10 +24,10 @@ from collections import deque
 from dataclasses import dataclass
 
 from campaigns import lineage
-from campaigns.models import ConsolidationRun, Node, OffstageRun, RecorderRun
+from campaigns.models import ConsolidationRun, JudgeRun, Node, OffstageRun, RecorderRun
 from memory.models import CheckpointRun, MemoryRun, MindsRun
 
-from . import compaction, llm, memories, minds, recorder
+from . import compaction, judge, llm, memories, minds, recorder
 from .llm import priority
 from .voices import author, away
 
@@ -43,11 +43,13 @@ class Step:
 
 
 # In order: the state first, so later steps see what the turn changed (the
-# memory step's cast brief reads it); the checkpoint last, so the next turn
-# finds its summary already written (and the memory step's blocks are not
-# waiting behind a long summary).
+# memory step's cast brief reads it), and the judge of triggers' free-text
+# conditions right after it (a condition is judged on the recorded state);
+# the checkpoint last, so the next turn finds its summary already written
+# (and the memory step's blocks are not waiting behind a long summary).
 STEPS = [
     Step(recorder.record, "Recording what the reply changed…", "Recording", RecorderRun),
+    Step(judge.judge, "Judging the world's triggers…", "Judge step", JudgeRun),
     # The recorder's second call (D11): what the characters perceived, then the recall index.
     Step(minds.record, "Recording what the characters perceived…", "Minds step", MindsRun),
     # Off stage (seed 002 离场行动): characters away from the player act on what is due, one at a time, and the

@@ -35,6 +35,7 @@ from campaigns.models import Campaign, ContextSnapshot, Node, RecorderRun, Round
 from campaigns.state import selection
 
 from . import llm
+from .context import rules
 from .llm import bounds, failures, priority
 
 logger = logging.getLogger(__name__)
@@ -44,7 +45,8 @@ logger = logging.getLogger(__name__)
 MAX_LISTED = 60
 
 # The events the recorder may propose, each with its own fields and every string and list bounded
-# (campaigns/state/registry.py; the same schema docs/events.md documents).
+# (campaigns/state/registry.py; the same schema docs/events.md documents). A turn's request leaves out the
+# story time and world rules types its line has no use for (``schema_for``).
 SCHEMA = story_state.recorder_schema()
 
 # Ten events with their data are about 1,000 tokens of JSON. The longest answer SCHEMA allows is far longer
@@ -73,6 +75,41 @@ Event types (subject / object / value; "data" holds the rest):
 Set narrator_only to true only for something the protagonist does not know. What a character sees on arriving somewhere is recorded for you; do not record it.
 Answer {"events": []} when nothing changed."""
 
+# The rules' types (campaigns/state/rulebook.py), each with its line of RULES; a turn is offered those its line
+# uses (``rules.recorder_types``): a small model reads the schema in its prompt, and every variant costs time
+# (measured: the whole set took a three-turn recording on llama-cpp-python past its 120 s timeout).
+RULE_LINES = {
+    "elapse": '- elapse: "" / "" / "" — how long the turn took in story time when it was clearly more than a moment '
+              '(data.seconds, at most 86400)',
+    "engagement": '- engagement: "" / "" / "" — an appointment made (data: who, at, place, what)',
+    "engagement_edit": '- engagement_edit: "" / "" / "" — data.id, and status kept, missed or cancelled once the turn '
+                       'shows it',
+    "intent_add": '- intent_add: who / "" / "" — a goal taken up (data: plan, priority and urgency 1-5, deadline)',
+    "intent_edit": '- intent_edit: who / "" / "" — data.id, and status done or dropped',
+    "variable_change": '- variable_change: object (character, item, place or "world") / variable name / "" — data.to '
+                       '(a value) or data.by (a number change), with data.reason',
+    "roll": '- roll: who / "" / "" — dice the story calls for (data.check: a check\'s key, or data.expression like '
+            '2d6; data.reason)',
+    "beat_addressed": '- beat_addressed: trigger id / "" / "" — the reply took up a pending beat',
+}
+
+
+def schema_for(names):
+    """Return SCHEMA with the rules' types left out but ``names``."""
+    events = SCHEMA["properties"]["events"]
+    variants = [v for v in events["items"]["anyOf"]
+                if v["properties"]["type"]["const"] not in RULE_LINES or v["properties"]["type"]["const"] in names]
+    return {**SCHEMA, "properties": {"events": {**events, "items": {"anyOf": variants}}}}
+
+
+def rules_for(names):
+    """Return RULES with the lines of the rules' types ``names`` among the event types."""
+    extra = "\n".join(RULE_LINES[name] for name in RULE_LINES if name in names)
+    if not extra:
+        return RULES
+    head, _, tail = RULES.partition("\nSet narrator_only")
+    return f"{head}\n{extra}\nSet narrator_only{tail}"
+
 
 @dataclass(frozen=True)
 class _Job:
@@ -81,6 +118,7 @@ class _Job:
     messages: list
     options: llm.ChatOptions
     attempt: int
+    schema: dict
     waiting: tuple = ()  # earlier replies of a game master's stage recorded with this one (their ids)
     staged: bool = False  # a game master's reply: a failure keeps it waiting instead of failing
 
@@ -95,7 +133,7 @@ async def record(node_id):
     model = narrator.model
     try:
         reply = await priority.call(
-            lambda: asyncio.wait_for(narrator.complete_json(job.messages, SCHEMA, job.options), _timeout()))
+            lambda: asyncio.wait_for(narrator.complete_json(job.messages, job.schema, job.options), _timeout()))
         events = _events_of(reply, model)
         await database_sync_to_async(_apply)(job, events, model)
     except Exception as error:  # noqa: BLE001 — whatever failed, the turn stands and the failure is recorded
@@ -169,13 +207,15 @@ def _prepare(node_id):
     pairs = [(turns.get(depth - 1), turns[depth]) for depth in range(first, node.depth + 1, 2) if depth in turns]
     text = "\n".join(f"{player.text if player else ''}\n{reply.text}" for player, reply in pairs)
     state = story_state.state_for_turn(before, campaign, text)
+    names = rules.recorder_types(state)
     messages = [
-        {"role": "system", "content": RULES},
+        {"role": "system", "content": rules_for(names)},
         {"role": "user", "content": _prompt(state, pairs, _rounds(pairs) if ends is not None else {})},
     ]
     options = llm.ChatOptions(num_predict=MAX_TOKENS, num_ctx=campaign.context_token_budget, temperature=0.0)
     return _Job(node, campaign.narrator_model, messages, options, attempt=(run.attempts if run else 0) + 1,
-                waiting=tuple(r.node_id for r in waiting), staged=ends is not None and campaign.game_master)
+                schema=schema_for(names), waiting=tuple(r.node_id for r in waiting),
+                staged=ends is not None and campaign.game_master)
 
 
 def _rounds(pairs):
@@ -206,6 +246,7 @@ def _prompt(state, pairs, rounds=None):
     if chosen.scene:
         lines.append(f"Scene: {chosen.scene}")
     lines += ["Current state:", *[f"- {line.text}" for line in [*chosen.here, *chosen.lines]]]
+    lines += rules.recorder_lines(state)
     holding = [f"- {rule.text}" for rule in state.canon if rule.scope == "initial" and not state.superseded(rule.id)]
     if holding:
         lines += ["Initial canon that still holds (retract or replace it by its exact text if the story changes it):",

@@ -16,9 +16,11 @@ checked before the first turn is written, so a malformed line loses nothing.
 import json
 from dataclasses import dataclass
 
-from campaigns import lineage, story
+from django.db import transaction
+
+from campaigns import lineage, story, storytime
 from campaigns.models import Campaign, Node, StateEvent
-from campaigns.state import apply_events, state_at, whereabouts, world
+from campaigns.state import apply_events, rulebook, state_at, whereabouts, world
 
 from memory import recall_index
 
@@ -108,7 +110,9 @@ def append(campaign, turns):
                                     tokens=node_tokens("player", turn.mode, turn.text))
         reply = story.Reply(text=turn.reply, tokens=node_tokens("narrator", "", turn.reply),
                             report={"scripted": True, "budget": {}, "sections": []}, model="script", api="script")
-        node = story.commit_turn(campaign.pk, (campaign.head_branch_id, campaign.head_depth), action, reply)
+        with transaction.atomic():  # as a played turn commits: the story, then its round of story time
+            node = story.commit_turn(campaign.pk, (campaign.head_branch_id, campaign.head_depth), action, reply)
+            storytime.advance(node)
         stored = apply_events(node, turn.events, source=StateEvent.Source.SCRIPT, attempt=1, model="script")
         if turn.corrections:
             stored += apply_events(node, turn.corrections, source=StateEvent.Source.CORRECTION)
@@ -127,8 +131,9 @@ def state_after(campaign, depth):
         raise ValueError(f"depth {depth} is not on the current line (0 to {path.head_depth})")
     line = path.capped(depth)
     node = line.nodes().filter(depth=depth).values_list("pk", "branch_id").get()
-    return {"campaign": campaign.pk, "depth": depth, "node": node[0], "branch": node[1],
-            **world.snapshot(state_at(line, campaign)), "minds": whereabouts.minds_at(line, campaign).as_json()}
+    state = state_at(line, campaign)
+    return {"campaign": campaign.pk, "depth": depth, "node": node[0], "branch": node[1], **world.snapshot(state),
+            **rulebook.snapshot(state, campaign.time_zone), "minds": whereabouts.minds_at(line, campaign).as_json()}
 
 
 def campaign_for(pk):

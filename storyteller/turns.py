@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from channels.db import database_sync_to_async
 from django.db import transaction
 
-from campaigns import lineage, story
+from campaigns import lineage, story, storytime
 from campaigns.models import Campaign, Node
 from memory import bank, recall_index
 
@@ -43,6 +43,7 @@ class _Prepared:
     action: Action
     ctx: context.Context
     narrator: object
+    started_ms: int = 0  # the wall clock when the turn started (a real story clock catches up with it, D7)
 
 
 # What the person reads while the turn waits for a summary instead of the first words of the reply.
@@ -158,7 +159,7 @@ async def _prepare(campaign_id, action, retry):
     narrator, queries = await asyncio.gather(llm.anarrator_for(reading.campaign.narrator_model or None),
                                              queries_embedded(reading.queries))
     ctx = await database_sync_to_async(_build)(reading, narrator, queries)
-    return _Prepared(reading.campaign, reading.expected_head, reading.action, ctx, narrator)
+    return _Prepared(reading.campaign, reading.expected_head, reading.action, ctx, narrator, reading.started_ms)
 
 
 @dataclass(frozen=True)
@@ -168,6 +169,7 @@ class _Reading:
     expected_head: tuple
     action: Action
     queries: object  # context.Queries, not yet embedded
+    started_ms: int = 0
 
 
 def _read(campaign_id, action, retry):
@@ -181,7 +183,7 @@ def _read(campaign_id, action, retry):
         # The replaced reply is not part of its own retry's prompt.
         path = path.capped(campaign.head_depth - 2)
     return _Reading(campaign, path, (campaign.head_branch_id, campaign.head_depth), action,
-                    context.queries_for(campaign, path, action))
+                    context.queries_for(campaign, path, action), int(time.time() * 1000))
 
 
 def _build(reading, narrator, queries):
@@ -213,12 +215,14 @@ async def queries_embedded(queries):
 
 
 def _commit(prepared, reply, retry):
-    """Commit the turn and count the memories it used, in one transaction (seed 004 §O: one commit)."""
+    """Commit the turn, time it in the story, and count the memories it used, in one transaction (seed 004 §O:
+    one commit; the clock, the routines' catch-up and the trigger check are code, with no model call)."""
     used = [entry["id"] for entry in reply.report.get("memories", {}).get("used", [])]
     evoked = [entry["slot"] for entry in (reply.report.get("events") or {}).get("used", [])]
     try:
         with transaction.atomic():
             node = _commit_story(prepared, reply, retry)
+            storytime.advance(node, started_ms=prepared.started_ms)
             bank.record_use(used)
             # Each earlier event the narrator was given is recalled once more on this line (its half-life grows).
             recall_index.record_use(prepared.campaign.pk, (node.branch_id, node.depth), "", evoked)

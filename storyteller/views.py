@@ -24,7 +24,7 @@ from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 from django_htmx.http import HttpResponseClientRedirect
 
-from campaigns import lineage, story, worldfile
+from campaigns import lineage, rule_views, story, storytime, worldfile
 from campaigns import views as campaign_views
 from campaigns.forms import (MAX_ACTION, MAX_DIRECTION, CampaignForm, CanonRuleFormSet, EditCampaignForm,
                              NewCampaignForm, SavePointForm)
@@ -158,12 +158,19 @@ def campaign_edit(request, pk):
     campaign = campaign_views.campaign_for_user(request, pk)
     form = EditCampaignForm(request.POST or None, instance=campaign)
     canon = CanonRuleFormSet(request.POST or None, instance=campaign, prefix="canon")
+    mode = campaign.clock_mode
     if request.method == "POST" and form.is_valid() and canon.is_valid():
         with transaction.atomic():
             form.save()
             canon.save()
-        return redirect("play", campaign.pk)
-    return render(request, "campaigns/campaign_form.html", {"form": form, "canon": canon, "campaign": campaign})
+            refused = storytime.switch_mode(campaign, request.user, mode)
+            if refused:
+                transaction.set_rollback(True)
+        if not refused:
+            return redirect("play", campaign.pk)
+        form.add_error("clock_mode", f"The clock of this line cannot switch: {refused}.")
+    return render(request, "campaigns/campaign_form.html", {"form": form, "canon": canon, "campaign": campaign,
+                                                            "time_zones": rule_views.TIME_ZONES})
 
 
 @login_required

@@ -24,6 +24,7 @@ from django.utils import timezone
 from .. import lineage
 from ..models import Campaign, Node, RecorderRun, StateEvent, StateRecord
 from . import minds, world  # noqa: F401 — each registers its event types in the one table
+from . import rulebook  # registers story time and world rules in the one table, and checks triggers after a batch
 from .reading import (ENTITY_KINDS, PROTAGONIST, Record, fact_slot, key_for, normalize, state_at, state_for_events,
                       thread_slot)
 from .registry import (STORY, EVERYONE, MAX_NAME, MAX_TEXT, PEOPLE, PROPOSERS, TYPES, Check, Outcome, Rejected, clean,
@@ -33,12 +34,14 @@ __all__ = ["CORRECTION_TYPES", "MAX_NAME", "MAX_TEXT", "RECORDER_TYPES", "Outcom
            "clean", "correct", "record_failure", "validate", "validate_batch"]
 
 
-def validate(state, event, source, *, elsewhere=lambda key: False):
+def validate(state, event, source, *, elsewhere=lambda key: False, env=None):
     """Return the Outcome of ``event`` (cleaned) against ``state``, updating ``state`` when it applies.
 
     ``elsewhere(key)`` says whether an entity is known on another line of the
     story, so a name from abandoned history is rejected as such rather than as
-    merely unknown.
+    merely unknown. ``env`` is where and when the batch is (``rulebook.Env``:
+    the campaign's clock settings, the node, the wall clock), which story time
+    and world rules read; without one they use the defaults.
     """
     try:
         if event.get("invalid"):
@@ -49,7 +52,7 @@ def validate(state, event, source, *, elsewhere=lambda key: False):
             raise Rejected(f"unknown event type {event['type']!r}; expected one of {', '.join(allowed)}")
         if event.get("problems"):
             raise Rejected("; ".join(event["problems"]))
-        writes = kind.handler(Check(state, source, elsewhere), event)
+        writes = kind.handler(Check(state, source, elsewhere, env), event)
     except Rejected as error:
         return Outcome(event, StateEvent.Status.REJECTED, str(error))
     return _applied(state, event, source, writes)
@@ -80,7 +83,7 @@ def _applied(state, event, source, writes):
     return Outcome(event, StateEvent.Status.APPLIED, "", writes, previous)
 
 
-def validate_batch(state, events, source, *, elsewhere=lambda key: False):
+def validate_batch(state, events, source, *, elsewhere=lambda key: False, env=None):
     """Return the Outcomes of ``events`` (cleaned) validated in order, then what the characters saw.
 
     Each event sees the ones before it; a rejected one changes nothing and
@@ -89,11 +92,12 @@ def validate_batch(state, events, source, *, elsewhere=lambda key: False):
     whom they have now met is one more event, ``observe``, written by the
     application and never proposable.
     """
-    outcomes = [validate(state, event, source, elsewhere=elsewhere) for event in events]
+    outcomes = [validate(state, event, source, elsewhere=elsewhere, env=env) for event in events]
     seen = world.observation(state, outcomes)
     if seen is not None:
         event = clean({"type": "observe", "data": seen})
-        observed = _applied(state, event, source, TYPES["observe"].handler(Check(state, source, elsewhere), event))
+        observed = _applied(state, event, source, TYPES["observe"].handler(Check(state, source, elsewhere, env),
+                                                                           event))
         if observed.writes:
             outcomes.append(observed)
     return outcomes
@@ -106,24 +110,29 @@ def apply_events(node, payloads, *, source, author=None, attempt=0, model="", ma
     recorder, the node's RecorderRun becomes "applied" in the same transaction,
     and a node already recorded is left alone (a retry that raced a success);
     with ``mark`` False (the recorder's second call, whose run is its own) the
-    RecorderRun is not touched. Return the stored StateEvents.
+    RecorderRun is not touched. After the batch the application keeps its own
+    rules in the same transaction (``rulebook.after_batch``: a round lengthened
+    to the journeys it made, then the world's triggers checked), as events of
+    the engine. Return the stored StateEvents.
     """
     with transaction.atomic():
         if source in PROPOSERS and mark and not _mark_recorded(node, attempt, model):
             return []
         # Only what the state reader uses (bench "state": 0.1 ms where the whole row through the ORM took 0.8).
-        campaign = Campaign.objects.raw(f"SELECT id, created_at, protagonist FROM {Campaign._meta.db_table}"
-                                        " WHERE id = %s", [node.campaign_id])[0]
+        campaign = Campaign.objects.raw(f"SELECT id, created_at, protagonist, {', '.join(rulebook.CAMPAIGN_FIELDS)}"
+                                        f" FROM {Campaign._meta.db_table} WHERE id = %s", [node.campaign_id])[0]
         path = lineage.path_at(node.campaign_id, node.branch_id, node.depth)
         events = [clean(payload) for payload in payloads]
         # A world file names thousands of things at once: read the (new) campaign's whole state instead.
         state = state_at(path, campaign) if source == StateEvent.Source.WORLD else state_for_events(path, campaign,
                                                                                                      events)
         state.prefetch(minds.slots_for(state, events))  # what characters' minds records check, in one read
-        outcomes = validate_batch(state, events, source, elsewhere=_elsewhere(path))
+        env = rulebook.env_for(node, campaign, path)
+        outcomes = validate_batch(state, events, source, elsewhere=_elsewhere(path), env=env)
+        outcomes += rulebook.after_batch(state, outcomes, source, env, elsewhere=_elsewhere(path))
         events = _write_events(node, source, author, attempt, outcomes)
         _write_records(node, [
-            (_authority(source, outcome.payload), event.pk, w["slot"], w["kind"], w.get("subject", ""),
+            (_authority(outcome.source or source, outcome.payload), event.pk, w["slot"], w["kind"], w.get("subject", ""),
              w.get("value", ""), json.dumps(w.get("data", {})), w.get("narrator_only", False),
              w.get("retracted", False))
             for event, outcome in zip(events, outcomes) for w in outcome.writes
@@ -164,8 +173,8 @@ def _write_events(node, source, author, attempt, outcomes):
     """
     created = timezone.now()
     author_id = author.pk if author is not None else None
-    rows = [(node.campaign_id, node.pk, source, author_id, o.payload, o.status, o.reason, o.previous, attempt, created)
-            for o in outcomes]
+    rows = [(node.campaign_id, node.pk, o.source or source, author_id if not o.source else None, o.payload, o.status,
+             o.reason, o.previous, attempt, created) for o in outcomes]
     # The model's field order after the id, which is what from_db expects below.
     columns = ("campaign_id", "node_id", "source", "author_id", "payload", "status", "reason", "previous", "attempt",
                "created_at")

@@ -4,7 +4,10 @@ Seed 002 「扩展世界」 and 「物品」: places that cannot be entered or l
 unreachable from the player, characters with no place, duplicate character
 or place names, new characters without relationships, one-way passages,
 one-sided relationships, locks nobody can open, and same-named items in one
-place. Errors make a world file unimportable (and will stop the world author
+place; and of story time and world rules (seed 002 日程, 骰子, 世界触发器):
+routines that send someone to a place that is gone, engagements of
+people who are gone, checks that add an undefined variable, and triggers
+that name what no longer exists or can never fire. Errors make a world file unimportable (and will stop the world author
 from finishing); warnings are reported and may be intended — a one-way drop
 into a pit, or a relationship someone was only told of. Pure: a State in,
 findings out.
@@ -13,7 +16,7 @@ findings out.
 from collections import deque
 from dataclasses import dataclass
 
-from . import world
+from . import rulebook, triggers, world
 from .reading import PROTAGONIST, normalize
 
 
@@ -31,7 +34,7 @@ class Finding:
 def lint(state, *, new=()):
     """Return every Finding of ``state``'s world, errors first; ``new`` are characters just created (WP4's author)."""
     findings = [*_places(state), *_characters(state, new), *_names(state), *_locks(state), *_items(state),
-                *_passages(state), *_relationships(state)]
+                *_passages(state), *_relationships(state), *_rules(state)]
     return sorted(findings, key=lambda f: (f.severity != "error", f.check, f.text))
 
 
@@ -154,4 +157,40 @@ def _relationships(state):
         if state.get(f"relationship:{other}:{record.subject}") is None:
             findings.append(Finding("warning", "one_sided", f"{state.name_of(record.subject)} → "
                                     f"{state.name_of(other)} has no relationship back", (record.slot,)))
+    return findings
+
+
+def _rules(state):
+    """Story time and world rules that point at nothing: what a place's or a character's removal leaves behind."""
+    name = state.name_of
+    places = {key for key in world.places(state)}
+    people = set(world.characters(state))
+    findings = []
+    for who, routine in rulebook.routines_of(state).items():
+        for slot in routine.slots:
+            if slot.place and slot.place not in places:
+                findings.append(Finding("error", "routine", f"{name(who)}'s routine sends them to {slot.place!r}, "
+                                        "which is not a place", (who, slot.place)))
+    for engagement in rulebook.engagements_of(state):
+        gone = [key for key in engagement.who if key not in people]
+        if engagement.status == "pending" and (gone or (engagement.place and engagement.place not in places)):
+            what = ", ".join(repr(key) for key in gone) or repr(engagement.place)
+            findings.append(Finding("error", "engagement", f"engagement {engagement.id!r} names {what}, which is not "
+                                    "in the world", (engagement.id,)))
+    numbers = {n for n, d in rulebook.definitions_of(state).items() if d.type == "number"}
+    for key, check in rulebook.checks_of(state).items():
+        if check.variable and check.variable not in numbers:
+            findings.append(Finding("warning", "dice", f"check {key!r} adds the variable {check.variable!r}, which "
+                                    "is not defined", (key,)))
+    kinds = {"who": people, "place": places}
+    for trigger, status in rulebook.triggers_of(state):
+        for leaf in trigger.condition.leaves():
+            for field in ("who", "place"):
+                value = getattr(leaf, field, "")
+                if value and value not in kinds[field]:
+                    findings.append(Finding("error", "trigger", f"trigger {trigger.id!r} waits on {value!r}, which "
+                                            "is not in the world", (trigger.id,)))
+            if isinstance(leaf, triggers.After) and trigger.expires is not None and leaf.at >= trigger.expires:
+                findings.append(Finding("warning", "trigger", f"trigger {trigger.id!r} expires before its time "
+                                        "comes: it can never fire", (trigger.id,)))
     return findings

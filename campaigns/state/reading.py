@@ -43,7 +43,7 @@ class Record:
     narrator_only: bool
     authority: str  # "correction" | "state" | "campaign"
     depth: int
-    source: str = ""  # "recorder" | "script" | "correction" | "world" | "campaign"
+    source: str = ""  # "recorder" | "script" | "correction" | "world" | "engine" | "judge" | "campaign"
     author: str = ""
     event_id: int | None = None
 
@@ -59,6 +59,10 @@ class Record:
             return f"world file{turn} (event {self.event_id})"
         if self.source == "script":
             return f"scripted{turn} (event {self.event_id})"
+        if self.source == "engine":
+            return f"story time and world rules{turn} (event {self.event_id})"
+        if self.source == "judge":
+            return f"judged after turn {self.depth // 2} (event {self.event_id})"
         return f"recorded after turn {self.depth // 2} (event {self.event_id})"
 
 
@@ -401,6 +405,13 @@ def protagonist_name(campaign):
 BASE_KINDS = ("entity", "scene", "thread", "superseded_canon", "exit", "feature", "item", "holder", "slot")
 # The slot prefixes of the base kinds: absent from a partial state's base means absent.
 BASE_PREFIXES = ("entity", "scene", "thread", "canon", "exit", "feature", "item", "holder", "slot")
+# Story time and world rules (docs/rules.md): a round's catch-up asks every routine and cursor, a trigger check
+# every trigger, its notes and judgments, and the narrator every due engagement and stored variable. Each is one
+# slot per character, trigger or value (the roll log, which only grows, is read by its slots instead).
+RULE_KINDS = ("clock", "calendar", "routine", "agenda_cursor", "consolidation", "engagement", "intent", "catch_up",
+              "variable_def", "var", "temperament", "dice_check", "trigger", "trigger_note", "judgment")
+BASE_KINDS += RULE_KINDS
+BASE_PREFIXES += RULE_KINDS
 # Derived values read from only these kinds may be kept with the cached base.
 _SHAREABLE = frozenset(BASE_KINDS)
 # For ``_rows``, with BASE_KINDS and the protagonist's location slot as its parameters.

@@ -29,8 +29,11 @@ MAX_WHO = 500
 # script is a recording written by hand); a correction and a world file may
 # do what only a person or the world's author may (ignore exits, force a lock).
 RECORDER, SCRIPT, CORRECTION, WORLD = "recorder", "script", "correction", "world"
+# The application itself (the clock's rounds, routines' catch-up, trigger effects), and the post-turn judge
+# of triggers' free-text conditions. The engine follows the rules a person does: it is the world's author.
+ENGINE, JUDGE = "engine", "judge"
 PROPOSERS = (RECORDER, SCRIPT)
-EVERYONE = (RECORDER, SCRIPT, CORRECTION, WORLD)
+EVERYONE = (RECORDER, SCRIPT, CORRECTION, WORLD, ENGINE)
 PEOPLE = (CORRECTION, WORLD)
 
 
@@ -42,7 +45,7 @@ class Rejected(Exception):
 class Field:
     """One field of an event's ``data``: its kind, bounds and whether the recorder may send it."""
 
-    kind: str  # "bool" | "int" | "axis" | "text" | "name" | "choice" | "ops" | "names" | "json"
+    kind: str  # "bool" | "int" | "number" | "axis" | "text" | "name" | "choice" | "ops" | "names" | "json"
     help: str = ""
     choices: tuple = ()
     minimum: int = 0
@@ -89,6 +92,8 @@ OP_FIELDS = {
 
 # Ranks: the story's own types, then the world's; later domains (time, minds) after them.
 STORY, WORLD_RANK = 10, 20
+# Story time and world rules (campaigns/state/rulebook.py).
+RULES_RANK = 30
 
 
 def register(rank, name, *, sources, fields=None, help, aliases=False, call=""):
@@ -181,6 +186,18 @@ def _coerce(raw, spec, where, problems):
                             f"not {str(raw)[:40]!r}")
             return None
         return number
+    if spec.kind == "number":
+        if raw in ("", None):
+            return None
+        try:
+            number = float(raw)
+        except (TypeError, ValueError):
+            number = None
+        if number is None or isinstance(raw, bool) or not spec.minimum <= number <= spec.maximum:
+            problems.append(f"{where} must be a number from {spec.minimum:,} to {spec.maximum:,}, "
+                            f"not {str(raw)[:40]!r}")
+            return None
+        return int(number) if number.is_integer() else number
     if spec.kind == "axis":
         if raw in ("", None):
             return None
@@ -284,6 +301,8 @@ def _field_schema(spec, source):
         return {"type": "boolean"}
     if spec.kind == "int":
         return {"type": "integer", "minimum": spec.minimum, "maximum": spec.maximum}
+    if spec.kind == "number":
+        return {"type": "number", "minimum": spec.minimum, "maximum": spec.maximum}
     if spec.kind == "axis":
         return {"type": "number", "minimum": -1, "maximum": 1}
     if spec.kind == "choice":
@@ -304,10 +323,11 @@ def _field_schema(spec, source):
 class Check:
     """The state an event is checked against, with the lookups every handler needs."""
 
-    def __init__(self, state, source, elsewhere):
+    def __init__(self, state, source, elsewhere, env=None):
         self.state = state
         self.source = source
         self.elsewhere = elsewhere
+        self.env = env  # where and when the batch is (campaigns.state.rulebook.Env), for story time and rules
 
     @property
     def by_recorder(self):
@@ -353,3 +373,4 @@ class Outcome:
     reason: str = ""
     writes: list = field(default_factory=list)
     previous: list = field(default_factory=list)
+    source: str = ""  # who proposed it, when not the batch's proposer (the engine's trigger check after a batch)

@@ -37,6 +37,9 @@ CUE_TURNS = 1
 NEAREST = 3
 MAX_TEXT = 500
 MAX_EFFECTS = 20
+# all/any/not inside each other: deeper is a puzzle, not a condition (and stored records stay shallow enough for a
+# campaign bundle to carry them).
+MAX_NESTING = 4
 # How many holders up a holding chain ``holds`` looks (a ring in a box in a chest in a cart is four).
 MAX_CHAIN = 16
 # How many days back a recurring time looks for an occurrence it passed (longer than any one skip).
@@ -244,21 +247,24 @@ class References:
     event_types: set | None = None
 
 
-def _condition(data, refs, tz, now_ms, cal, reasons, where):
+def _condition(data, refs, tz, now_ms, cal, reasons, where, depth=0):
     """Return (the Condition of ``data``, its normalised data), adding to ``reasons`` what is wrong."""
     if not isinstance(data, dict):
         reasons.append(f"{where}: a condition is an object, not {data!r}")
+        return None, data
+    if depth > MAX_NESTING and any(key in data for key in ("all", "any", "not")):
+        reasons.append(f"{where}: conditions nest at most {MAX_NESTING} all/any/not deep; write it flatter")
         return None, data
     for key, build in (("all", All), ("any", AnyOf)):
         if key in data:
             items = data[key] if isinstance(data[key], list) else []
             if not items:
                 reasons.append(f"{where}: {key} needs a list of conditions")
-            built = [_condition(item, refs, tz, now_ms, cal, reasons, f"{where}.{key}[{i}]")
+            built = [_condition(item, refs, tz, now_ms, cal, reasons, f"{where}.{key}[{i}]", depth + 1)
                      for i, item in enumerate(items)]
             return build(tuple(c for c, _ in built)), {key: [d for _, d in built]}
     if "not" in data:
-        part, normal = _condition(data["not"], refs, tz, now_ms, cal, reasons, f"{where}.not")
+        part, normal = _condition(data["not"], refs, tz, now_ms, cal, reasons, f"{where}.not", depth + 1)
         return Not(part), {"not": normal}
     kind = data.get("type")
     try:

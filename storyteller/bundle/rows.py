@@ -72,8 +72,11 @@ def _text_tree(most_text, most_items=50, most_depth=4):
 
 
 _NAME = re.compile(r"[a-z][a-z0-9_]{0,39}")
-_values = _text_tree(MAX_TEXT, most_items=50, most_depth=3)
-_data = _text_tree(REASON_CHARS)
+# Story time and world rules store structures (a trigger's conditions and effects, a routine's windows, a world's
+# triggers in one event): conditions nest at most four all/any/not deep (campaigns.state.triggers.MAX_NESTING),
+# which with a definition's own fields is at most sixteen levels from a payload or a record's data.
+_values = _text_tree(MAX_TEXT, most_items=1000, most_depth=16)
+_data = _text_tree(REASON_CHARS, most_items=1000, most_depth=16)
 
 
 def _payload(value, where):
@@ -117,6 +120,9 @@ CAMPAIGN_FIELDS = (
     "authoring_enabled", "authoring_per_turn", "authoring_consolidate_after",
     # Characters' recall. Not the reranker's address: an imported bundle is never a reason to make a request.
     "memory_flaky", "memory_recall", "memory_over_retrieve", "memory_diversity", "memory_associate", "memory_verify",
+    # Story time and world rules (issue 13); a bundle without them keeps their defaults.
+    "clock_mode", "time_zone", "round_seconds", "max_skip_days", "trigger_cap", "beat_turns", "cue_turns",
+    "last_played_at",
 )
 CAMPAIGN_LINKS = {"head_branch": ("branches", False)}
 

@@ -26,6 +26,7 @@ from .. import tokens
 from . import budget, knowledge, layers
 from . import events as events_section
 from . import memories as memory_section
+from . import rules as rules_section
 from . import state as state_section
 from .layers import BRANCH_CONTEXT, DYNAMIC_TAIL, Section
 
@@ -183,20 +184,22 @@ def _report_knowledge(report, sections, retrieved, standing_dropped, spent):
 
 def _turn_state(campaign, path, action):
     """Return (the text relevance is judged from: the player's action and the reply it answers, the turn's part of
-    the state), read once for the events and state sections."""
+    the state), read once for the events, state and rules sections."""
     last = path.nodes().filter(depth=path.head_depth).values_list("text", flat=True).first() or ""
     text = f"{action.text}\n{last}"
     return text, story_state.state_for_turn(path, campaign, text)
 
 
 def _state_section(campaign, path, text, current):
-    """Return the current-state section, or none while the state is empty.
+    """Return the current-state section and the story time and rules section after it (each only when it has
+    something to say).
 
-    It is protected and read after memories and knowledge, just before the
+    They are protected and read after memories and knowledge, just before the
     input; relevance is judged from ``text`` (``_turn_state``).
     """
-    section = state_section.section(campaign, path, text, current=current)
-    return [section] if section else []
+    sections = [state_section.section(campaign, path, text, current=current),
+                rules_section.section(campaign, path, current)]
+    return [section for section in sections if section]
 
 
 def _report_state(report):

@@ -26,7 +26,8 @@ def section(campaign, path, text, *, current=None):
 
     ``current`` is the turn's part of the state when the caller has read it.
     Return None while the story has no state yet: the protagonist alone is
-    already in the campaign profile.
+    already in the campaign profile. ``state`` is the turn's state when the
+    caller has read it already (``story_state.state_for_turn``).
     """
     current = current if current is not None else story_state.state_for_turn(path, campaign, text)
     chosen = selection.select(current, text)

@@ -41,7 +41,7 @@ from django.db import connection, transaction
 from campaigns import lineage
 from campaigns import state as story_state
 from campaigns.models import Campaign, ContextSnapshot, Node, OffstageRun, Round, StateEvent, StateRecord
-from campaigns.state import agenda, calendar, clock, lore, offscene
+from campaigns.state import agenda, calendar, lore, offscene, rulebook, triggers, variables, world
 from campaigns.state.offscene import ITEM_KINDS
 from campaigns.state.reading import PROTAGONIST
 from campaigns.state.rules import Refused
@@ -164,7 +164,7 @@ def read_due(path, campaign):
 def due_at(state):
     """Return the off-stage Due items of ``state`` (the whole State, or ``read_due``'s part), oldest first, or None
     before the clock starts."""
-    now = _now(state)
+    now = rulebook.now_of(state)
     if now is None:
         return None
     positions = {r.subject: r.value for r in state.of_kind("location")}
@@ -172,37 +172,8 @@ def due_at(state):
                 if (record := state.entity(who)) is not None and (record.data.get("background")
                                                                   or record.data.get("crowd"))}
     return offstage.due_items(positions=positions, protagonist_place=state.location_of(PROTAGONIST),
-                              engagements=_engagements(state), intents=_intents(state),
+                              engagements=rulebook.engagements_of(state), intents=rulebook.intents_of(state),
                               now_ms=now, handled=offscene.handled(state), excluded=frozenset(excluded))
-
-
-# ▶ Story time's records read with its pure modules, as campaigns.state.rulebook reads them.
-def _clock(state):
-    record = state.get("clock")
-    return clock.Clock.from_record(record.value, record.data) if record else None
-
-
-def _now(state):
-    current = _clock(state)
-    return current.at if current else None
-
-
-def _engagements(state):
-    return [agenda.Engagement.from_record(r.data) for r in state.of_kind("engagement")]
-
-
-def _intents(state):
-    return [agenda.Intent.from_record(r.data) for r in state.of_kind("intent")]
-
-
-def _calendar(state):
-    record = state.get("calendar")
-    return calendar.load_calendar(record.data) if record else None
-
-
-def _routine(state, who):
-    record = state.get(f"routine:{who}")
-    return agenda.parse_routine(who, record.data, cal=calendar.STORED) if record else None
 
 
 def _part(node, campaign, due):
@@ -246,26 +217,34 @@ def _compose(step, run):
 def _given(campaign, path, state, due):
     """Return what story time, lore and recall hand the brief of ``due.who``, each filtered for that character."""
     who, name_of = due.who, state.name_of
-    current = _clock(state)
+    current = rulebook.clock_of(state)
     now = current.at if current else None
-    tz = current.time_zone if current else "UTC"
-    cal = _calendar(state)
-    day = ()
+    tz = current.time_zone if current else campaign.time_zone
+    cal = rulebook.calendar_of(state)
+    day = announced = ()
     if now is not None:
-        plan = agenda.agenda_at(who, calendar.moment(now, tz), routine=_routine(state, who),
-                                engagements=_engagements(state), intents=_intents(state),
+        plan = agenda.agenda_at(who, calendar.moment(now, tz), routine=rulebook.routines_of(state).get(who),
+                                engagements=rulebook.engagements_of(state), intents=rulebook.intents_of(state),
                                 cal=cal)
         day = tuple(plan.lines(now, tz, name_of))
+        announced = tuple(triggers.announcements_for(who, rulebook.triggers_of(state),
+                                                     world=rulebook.StateWorld(state), now_ms=now, tz=tz))
     entries = [*lorebooks.entries_of(campaign.pk), *lore.world_lore(state)]
     titles = tuple(lore.titles(entries, lore.known_lore(state, who)))
     place = state.location_of(who)
+    present = [key for key in state.at(place) if key != who] if place else []
+    seen = variables.view(defs=rulebook.definitions_of(state), values=rulebook.values_of(state),
+                          kind_of=lambda key: world.kind_of(state, key) or None, viewer=who, present=present,
+                          temperaments=rulebook.temperaments_of(state), name_of=name_of)
     situation = memory_recall.Situation(text=due.text, people=frozenset(k for k in due.participants if k != who),
                                         location=place or "")
     found = recall_index.recall(path, campaign, who, situation, now, flaky=campaign.memory_flaky,
                                 recall=campaign.memory_recall, over_retrieve=campaign.memory_over_retrieve,
                                 diversity=campaign.memory_diversity, associate=campaign.memory_associate)
+    # Cues are left out: each is given once, and an off-stage run would spend it unseen.
     return briefs.Given(now=calendar.describe_instant(now, tz, cal) if now is not None else "", agenda=day,
-                        lore=titles, memories=tuple(m.text for m in found.memories if not m.associated),
+                        variables=tuple(seen.lines), announced=announced, lore=titles,
+                        memories=tuple(m.text for m in found.memories if not m.associated),
                         associated=tuple(m.text for m in found.memories if m.associated))
 
 
@@ -299,7 +278,7 @@ def _commit(step, run, ask, reply, model):
         perceived = _record_minds(node, campaign, run.due, f"offstage-{node.pk}-{number}", account or action or due.text,
                                   model)
         Round.objects.create(
-            node=node, number=number, kind=Round.Kind.OFFSTAGE, started_ms=_now(state),
+            node=node, number=number, kind=Round.Kind.OFFSTAGE, started_ms=rulebook.now_of(state),
             resolution={"item": due.item, "what": due.text, "place": due.place, "moves_to": target,
                         "ignore_exits": ignore, "refused": refused, "account": account,
                         "account_refused": refused_account, "account_note": account_note,

@@ -12,6 +12,7 @@ import pytest
 
 from campaigns import worldfile
 from campaigns.state import validate_batch
+from campaigns.state.rulebook import now_of
 from campaigns.state.registry import clean
 
 KITCHEN = Path(__file__).parent / "worlds" / "kitchen.json"
@@ -59,7 +60,7 @@ def test_an_event_is_recorded_with_who_could_perceive_it(state):
     assert record.data["participants"] == ["mara"] and record.data["location"] == "kitchen"
     assert record.data["items"] == ["iron-key", "teapot"]
     assert record.data["perceived_by"] == {"mara": "present", "protagonist": "nearby"}
-    assert record.data["at_ms"] is None, "no story clock yet"
+    assert record.data["at_ms"] == now_of(state) is not None, "the story time it happened (a world file starts the clock)"
     assert "Kitchen" in record.data["keywords"] and "teapot" in record.data["keywords"]
 
 

@@ -375,25 +375,31 @@ def test_a_world_file_round_trips_through_export():
     assert first == second
 
 
-def test_later_sections_are_stored_as_given_or_refused_with_a_reason():
+def test_story_time_sections_become_their_records_or_are_refused_with_every_reason():
+    from campaigns.state import calendar, rulebook
+
     doc = document()
     doc["starting_time"] = "2031-03-14T08:00"
     doc["clock"] = {"mode": "simulated", "time_zone": "Europe/Lisbon"}
     doc["routines"] = [{"who": "Mara", "windows": [{"start": "09:00", "end": "17:00", "place": "Hall"}]}]
-    doc["dice"] = [{"key": "lockpick", "name": "Pick a lock", "definition": {"dice": "2d6"}}]
+    doc["dice"] = [{"key": "lockpick", "name": "Pick a lock", "definition": {"dice": "2d6", "bands": [
+        {"label": "fail", "outcome": "the lock holds", "max": 6},
+        {"label": "success", "outcome": "it clicks open", "min": 7}]}}]
     doc["lore"] = [{"id": "keep-history", "title": "The Keep", "text": "Built by the first lamplighters."}]
     state = keep(doc)
-    assert state.get("world:routines").data["content"] == doc["routines"]
-    assert state.get("world:starting_time").data["content"] == "2031-03-14T08:00"
+    assert rulebook.now_of(state) == calendar.parse_instant("2031-03-14T08:00", now_ms=0, tz="Europe/Lisbon")
+    assert state.get("routine:mara").data["windows"][0]["place"] == "hall", "names are read as the world's keys"
+    assert set(rulebook.checks_of(state)) == {"lockpick"}
+    assert state.get("world:lore").data["content"] == doc["lore"], "lore is stored as given, for its own part"
     bad = document()
     bad["clock"] = {"mode": "sundial"}
     bad["routines"] = [{"who": "Nobody", "windows": []}]
     bad["variables"] = [{"name": "debt", "type": "money"}]
     bad["moons"] = 2
     problems = worldfile.check(bad, PROTAGONIST_LINE).problems
-    assert "clock.mode must be simulated or real, not 'sundial'" in problems
-    assert "routines[1] has no windows" in problems and "routines[1].who: unknown character 'Nobody'" in problems
-    assert "variables[1].type must be number, flag, choice, not 'money'" in problems
+    assert "clock: clock mode 'sundial' is not simulated or real" in problems
+    assert "routines[1].who: unknown character 'Nobody'" in problems
+    assert "variables[1]: debt: type 'money' is not one of number, flag, choice, text" in problems
     assert any(p.startswith("unknown section 'moons'") for p in problems)
 
 

@@ -124,12 +124,13 @@ def test_a_zip_carries_the_world_in_several_files():
         archive.writestr("world.json", json.dumps(doc))
         for character in characters:
             archive.writestr(f"characters/{character['name']}.json", json.dumps(character))
-        archive.writestr("dice.json", json.dumps([{"key": "climb", "name": "Climb", "definition": {"dice": "1d20"}}]))
+        archive.writestr("dice.json", json.dumps([{"key": "climb", "name": "Climb", "definition": {"dice": "1d20", "bands": [
+            {"label": "fall", "outcome": "you slip", "max": 10}, {"label": "climb", "outcome": "you are up", "min": 11}]}}]))
         archive.writestr("notes.txt", "ignored")
     read = worldfile.read(buffer.getvalue())
     assert sorted(c["name"] for c in read["characters"]) == ["Aldric", "Edrin", "Mara"]
     assert worldfile.check(read, PROTAGONIST_LINE).errors == []
-    assert keep(read).get("world:dice").data["content"][0]["key"] == "climb"
+    assert keep(read).get("dice_check:climb").value == "Climb"
     buffer = io.BytesIO()
     with zipfile.ZipFile(buffer, "w") as archive:
         archive.writestr("world.json", json.dumps(doc))

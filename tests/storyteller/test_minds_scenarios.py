@@ -133,7 +133,7 @@ def test_fading_follows_the_story_clock(owner):
     play(campaign, [trifle, ev("perception", "Mara", "kettle", "The kettle whistled at me."), vow,
                     ev("perception", "Mara", "vow", "I swore on my mother's grave to keep it.",
                        data={"gist": "I made a promise."})])
-    assert StateRecord.objects.get(slot="event:kettle").data["at_ms"] == START
+    assert StateRecord.objects.get(slot="event:kettle").data["at_ms"] == START + 30_000, "after the turn's round"
 
     start_clock(campaign, START + 6 * DAY)
     rows = {row["slot"]: row for row in remembers(campaign, "mara", "kettle").report["scores"]}
@@ -150,13 +150,15 @@ def test_fading_follows_the_story_clock(owner):
         "flaky off: the exact wording"
 
 
-def test_without_a_story_clock_nothing_fades_however_long_the_story(owner):
+def test_fading_counts_story_time_not_turns_so_500_quick_turns_fade_nothing_away(owner):
     campaign = kitchen(owner)
     play(campaign, [ev("event", object="kettle", value="The kettle whistled.", data={"importance": 1}),
                     ev("perception", "Mara", "kettle", "The kettle whistled at me.")])
-    play(campaign, *([[]] * 500))
+    play(campaign, *([[]] * 500))  # 500 rounds of 30 s: about four hours of story time
     found = remembers(campaign, "mara", "kettle")
-    assert texts(found) == ["The kettle whistled at me."] and found.report["clock"] is False
+    assert texts(found) == ["The kettle whistled at me."] and found.report["clock"] is True
+    [row] = [row for row in found.report["scores"] if row["slot"] == "perception:kettle:mara"]
+    assert row["retention"] > 0.9, "a trifle fades over days of story time, not over turns"
 
 
 # 5. A disputed belief, and its folded evidence

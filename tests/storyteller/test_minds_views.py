@@ -122,7 +122,7 @@ def test_what_two_characters_remember_of_the_same_moment_differs(client_of, owne
     assert "Someone hid something in the kitchen." in edrin and "I hid the key" not in edrin
     assert 'id="nothing-remembered"' in aldric
     assert '<table class="grid small" id="recall-scores">' in mara and 'data-slot="perception:hid-key:mara"' in mara
-    assert "no story clock yet, so nothing fades" in mara
+    assert "fading by story time" in mara, "a world file starts the story clock"
     assert "accuracy (for checking only; never given to Mara)" in mara
 
 

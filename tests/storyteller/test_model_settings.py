@@ -65,7 +65,7 @@ async def test_each_server_negotiates_records_and_the_settings_page_names_the_mo
     result = await play(campaign)
 
     assert (await RecorderRun.objects.aget(node_id=result.node_id)).status == "applied"
-    assert (await StateEvent.objects.aget(node_id=result.node_id)).status == "applied"
+    assert (await StateEvent.objects.aget(node_id=result.node_id, source="recorder")).status == "applied"
     page = (await sync_to_async(client_of.get)(reverse("model_settings"))).content.decode()
     assert fact(page, "structured", campaign) == structured.LABELS[mode] + "."
 

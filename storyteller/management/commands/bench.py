@@ -103,7 +103,7 @@ def _bench_turn(sizes, repeat):
     for turns in sizes:
         campaign = _generate(turns)
         results.append(_measure_build(campaign, turns, repeat))
-        results.append(_measure_commit(campaign, turns, repeat))
+        results += _measure_commit(campaign, turns, repeat)
         # The commits grew the verbatim story past the watermark: without a summary the relay's first turn would
         # compact, and the summariser would take the scripted reply meant for the narrator.
         _summarise_by_hand(campaign)
@@ -186,7 +186,9 @@ def _summarise_by_hand(campaign):
 
 
 def _measure_commit(campaign, turns, repeat):
-    from campaigns import story
+    from django.db import transaction
+
+    from campaigns import story, storytime
     from campaigns.models import Campaign
 
     samples = []
@@ -197,7 +199,19 @@ def _measure_commit(campaign, turns, repeat):
         started = time.perf_counter()
         story.commit_turn(campaign.pk, (campaign.head_branch_id, campaign.head_depth), action, reply)
         samples.append(time.perf_counter() - started)
-    return _row("commit", f"{turns:,} turns", samples, "median < 10 ms")
+    # A played turn's commit (turns._commit) also times the turn in the story: its round, catch-up and trigger check.
+    timed = []
+    for index in range(repeat):
+        campaign = Campaign.objects.get(pk=campaign.pk)
+        action = story.PlayerAction(mode="do", text=f"step {index}", tokens=5)
+        reply = story.Reply(text=REPLIES[index % 4], tokens=60, report={"bench": True}, model="bench", api="bench")
+        started = time.perf_counter()
+        with transaction.atomic():
+            node = story.commit_turn(campaign.pk, (campaign.head_branch_id, campaign.head_depth), action, reply)
+            storytime.advance(node)
+        timed.append(time.perf_counter() - started)
+    return [_row("commit", f"{turns:,} turns", samples, "median < 10 ms"),
+            _row("  + story time", f"{turns:,} turns", timed, "median < 10 ms (the played turn's commit)")]
 
 
 @contextlib.contextmanager
@@ -2041,7 +2055,7 @@ def _bench_rules(sizes, repeat):
     tz = "Europe/Lisbon"
     now = calendar.parse_instant("2031-03-14T08:00", now_ms=0, tz=tz)
     return [*_measure_agendas(now, tz, repeat), *_measure_trigger_check(now, tz, repeat), *_measure_dice(repeat),
-            *_measure_calendar_parsing(now, tz, repeat)]
+            *_measure_calendar_parsing(now, tz, repeat), *_measure_rules_apply(repeat)]
 
 
 RULES_WINDOWS = [
@@ -2190,6 +2204,67 @@ def _measure_calendar_parsing(now, tz, repeat):
         cpu.append(time.process_time() - started_cpu)
     return [_row("calendar parsing", "1,000 expressions", samples, "median < 50 ms"),
             _row("  (CPU time)", "1,000 expressions", cpu, "")]
+
+
+def _measure_rules_apply(repeat):
+    """A recorder batch of 20 events through ``apply_events`` with 500 triggers on the line (issue 13): the whole
+    batch, and the trigger check ``rulebook.after_batch`` runs inside it (the same calls, timed from within)."""
+    from campaigns.models import Node
+    from campaigns.state import apply_events, rulebook
+
+    campaign = _generate_state(entities=500, facts=5000, turns=200)
+    head = Node.objects.get(campaign=campaign, depth=campaign.head_depth)
+    places = [f"place-{n}" for n in range(100)]
+    kinds = [
+        lambda i: {"type": "time", "after": f"2031-03-{15 + i % 10}T{i % 24:02d}:00"},
+        lambda i: {"type": "at", "who": f"character-{i % 200}", "place": places[(i * 7) % 100]},
+        lambda i: {"type": "variable", "object": f"character-{i % 200}", "name": "debt", "op": ">=", "value": 50},
+        lambda i: {"type": "holds", "who": f"character-{i % 200}", "item": f"item-{i % 150}"},
+        lambda i: {"type": "item_at", "item": f"item-{i % 150}", "place": places[i % 100]},
+        lambda i: {"type": "time", "every": "20:00", "days": "mon-fri"},
+        lambda i: {"type": "time", "window": {"start": "09:00", "end": "17:00"}},
+        lambda i: {"all": [{"type": "trigger", "id": f"t{i - 1}", "status": "fired"},
+                           {"type": "at", "who": f"character-{i % 200}", "place": places[i % 100]}]},
+    ]
+    definitions = [{"id": f"t{i}", "when": kinds[i % len(kinds)](i), "priority": i % 10, "max_fires": 3,
+                    "beat": f"beat {i}"} for i in range(500)]
+    setup = apply_events(head, [
+        {"type": "clock_start", "data": {"starting_time": "2031-03-14T08:00"}},
+        {"type": "variable_define", "data": {"definition": {"name": "debt", "type": "number", "range": [0, 100]}}},
+        {"type": "trigger_define", "data": {"triggers": definitions}}], source="correction")
+    refused = [event.reason for event in setup if event.status != "applied"]
+    if refused:
+        raise CommandError("the rules benchmark's world was refused: " + "; ".join(refused))
+    checks, checks_cpu, original = [], [], rulebook.after_batch
+
+    def timed(*args, **kwargs):
+        started, started_cpu = time.perf_counter(), time.process_time()
+        try:
+            return original(*args, **kwargs)
+        finally:
+            checks.append(time.perf_counter() - started)
+            checks_cpu.append(time.process_time() - started_cpu)
+
+    rulebook.after_batch = timed
+    wall, cpu = [], []
+    try:
+        for index in range(repeat + 3):
+            node = _commit_bench_turn(campaign, index)
+            started, started_cpu = time.perf_counter(), time.process_time()
+            events = apply_events(node, _recorder_batch(index), source="recorder", attempt=1)
+            if index >= 3:  # the first batches warm the cached base with the triggers
+                wall.append(time.perf_counter() - started)
+                cpu.append(time.process_time() - started_cpu)
+            if index == 0 and any(event.status != "applied" for event in events):
+                raise CommandError("the rules benchmark's batch was rejected: "
+                                   + "; ".join(event.reason for event in events if event.reason))
+    finally:
+        rulebook.after_batch = original
+    size = "500 triggers, 500 entities"
+    return [_row("state apply 20 events", size, wall, "median < 10 ms (500 triggers checked inside)"),
+            _row("  (CPU time)", size, cpu, ""),
+            _row("  triggers check in it", size, checks[3:], "median < 5 ms"),
+            _row("  (CPU time)", size, checks_cpu[3:], "")]
 
 
 def _bench_voices(sizes, repeat):

@@ -17,7 +17,7 @@ from campaigns.state import state_at
 from storyteller import turns
 from storyteller.context import Action
 from storyteller.voices import away
-from tests.campaigns.test_story_time import rules_document
+from tests.campaigns.test_story_time import BELL, rules_document
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -200,3 +200,37 @@ def test_due_items_read_from_the_state_are_those_away_from_the_player_oldest_fir
     assert [d.who for d in due] == ["mara", "aldric", "tobin"]
     assert due[0].participants == ("mara", "tobin") and due[0].place == "forge"
     assert away.due_at(away.read_due(lineage.path_of(keep), keep)) == due, "the step's partial read finds the same"
+
+
+@pytest.fixture
+def briefed(owner):
+    """The keep with Mara's debt, Tobin's private hoard (a canary), an announced bell and a secret trigger."""
+    doc = keep_document()
+    doc["variables"] = [
+        {"name": "debt", "type": "number", "range": [0, 100], "default": 0, "values": {"Mara": 40}},
+        {"name": "hoard", "type": "number", "range": [0, 1000], "default": 0, "visibility": "private",
+         "values": {"Tobin": 999}}]
+    doc["triggers"] = [
+        {**BELL, "announce": {"audience": "everyone", "text": "The great bell will toll at eight tonight",
+                              "at": "2031-03-14T20:00"}},
+        {"id": "flood", "when": {"type": "time", "after": "2031-03-15T06:00"},
+         "effects": [{"type": "add_fact", "value": "The cellar floods."}], "beat": "SECRET-FLOOD-CANARY"}]
+    campaign, findings = worldfile.create_campaign(owner, doc)
+    assert [f for f in findings if f.severity == "error"] == [], findings
+    storytime.skip(campaign, owner, {"reason": "the morning passes", "until_time": "09:00"})
+    return campaign
+
+
+async def test_a_brief_off_stage_holds_her_time_day_variables_and_announcements_and_no_one_elses_secrets(
+        briefed, narrator_server):
+    narrator_server.script("You wait by the fire.")
+    narrator_server.script_json({"events": []}, answer(MARA), answer(ALDRIC))
+    result = await play(briefed)
+    first, _ = await rounds_of(result.node_id)
+    brief = first.briefs["mara"]["text"]
+    assert "Now: Friday 14 March 2031" in brief
+    assert "settle Mara's debt" in brief, "what is due is in her day"
+    assert "debt" in brief and "40" in brief, "her own variable"
+    assert "The great bell will toll at eight tonight" in brief
+    for canary in ("999", "hoard", "SECRET-FLOOD-CANARY", "cellar floods", "accurate"):
+        assert canary not in brief, canary

@@ -8,7 +8,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('campaigns', '0008_voices'),
+        ('campaigns', '0009_story_time'),
     ]
 
     operations = [

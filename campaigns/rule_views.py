@@ -1,0 +1,208 @@
+"""The play page's story time and world rules panels: the clock and agendas, variables, the roll log, triggers.
+
+Each panel is one fragment, served alone to htmx and inside a page
+otherwise, and re-read after every change of the story. Every change made
+here is a typed correction at the head (``storytime.correct``, or
+``storytime.skip`` for Skip time, which the routines' catch-up follows in the
+same transaction): validated like anything the recorder proposes, refused
+with its reason, and kept with who made it.
+"""
+
+import json
+import zoneinfo
+
+from django.contrib.auth.decorators import login_required
+from django.shortcuts import render
+from django.views.decorators.http import require_GET, require_POST
+
+from . import lineage, storytime
+from .forms import CorrectionForm
+from .models import StateEvent
+from .state import PROTAGONIST, agenda, calendar, clock, rulebook, state_at, world
+from .state.registry import TYPES
+from .views import campaign_for_user
+
+# Panel -> (its fragment, its page, the event types its forms post).
+PANELS = {
+    "time": ("campaigns/_time_panel.html", "campaigns/time.html",
+             ("skip", "clock_mode", "clock_start", "elapse", "engagement", "engagement_edit", "intent_add",
+              "intent_edit", "routine_set", "calendar_set")),
+    "variables": ("campaigns/_variables_panel.html", "campaigns/variables.html",
+                  ("variable_change", "variable_define", "temperament")),
+    "rolls": ("campaigns/_rolls_panel.html", "campaigns/rolls.html", ("roll", "dice_check_define")),
+    "triggers": ("campaigns/_triggers_panel.html", "campaigns/triggers.html",
+                 ("trigger_reset", "trigger_define", "beat_addressed", "judgment")),
+}
+# How many rolls the log shows, newest first.
+ROLL_LOG = 30
+# What the campaign form offers for its time zone (any IANA name this machine knows is accepted).
+TIME_ZONES = sorted(zoneinfo.available_timezones())
+
+
+def _head(campaign):
+    campaign.refresh_from_db()
+    path = lineage.path_of(campaign)
+    return path, state_at(path, campaign)
+
+
+def time_context(campaign, path, now):
+    """Return what ``_time_panel.html`` shows: the date and time, due engagements, where everyone should be."""
+    tz = campaign.time_zone
+    current = rulebook.clock_of(now)
+    cal = rulebook.calendar_of(now)
+    context = {"clock": None, "engagements": [], "people": [], "intents": [], "modes": clock.MODES}
+    if current is None:
+        created = int(campaign.created_at.timestamp() * 1000)
+        context["starts"] = calendar.describe_instant(created - created % 60_000, tz, cal)
+        return context
+    record = now.get("clock")
+    at = current.at
+    moment = calendar.moment(at, tz)
+    context["clock"] = {"at": at, "text": calendar.describe_instant(at, tz, cal), "mode": current.mode,
+                        "local": calendar.local(at, tz).strftime("%Y-%m-%d %H:%M"), "time_zone": tz,
+                        "notice": record.data.get("notice") if record.depth == path.head_depth else "",
+                        "provenance": record.provenance}
+    shown, more = agenda.due(rulebook.engagements_of(now), at)
+    due = {e.id for e in shown}
+    context["engagements"] = [
+        {"engagement": e, "text": agenda.describe_engagement(e, at, tz, now.name_of), "overdue": e.overdue(at),
+         "due": e.id in due} for e in sorted(rulebook.engagements_of(now), key=lambda e: (e.status != "pending", e.at))]
+    context["more_due"] = more
+    routines = rulebook.routines_of(now)
+    people = sorted(world.characters(now), key=lambda key: (key != PROTAGONIST, now.name_of(key).lower()))
+    for key in people:
+        place = now.location_of(key)
+        slot = routines[key].at(moment, cal)[0] if key in routines else None
+        context["people"].append({
+            "key": key, "name": now.name_of(key), "place": place, "place_name": now.name_of(place) if place else "",
+            "window": slot, "elsewhere": bool(slot and slot.place and slot.place != place),
+            "should_be": now.name_of(slot.place) if slot and slot.place else "", "routine": key in routines,
+            "intents": agenda.top_intents([i for i in rulebook.intents_of(now) if i.who == key])})
+    return context
+
+
+def variables_context(campaign, path, now):
+    defs = rulebook.definitions_of(now)
+    values = rulebook.values_of(now)
+    rows = [{"object": obj, "name": now.name_of(obj) if obj != "world" else "the world", "variable": name,
+             "text": defs[name].describe(value) if name in defs else f"{name} {value}",
+             "visibility": defs[name].visibility if name in defs else ""}
+            for (obj, name), value in sorted(values.items(), key=lambda item: (now.name_of(item[0][0]), item[0][1]))]
+    return {"definitions": [d for d in defs.values() if not d.builtin], "builtins": [d for d in defs.values()
+                                                                                    if d.builtin],
+            "values": rows, "temperaments": [{"name": now.name_of(r.subject), "value": r.value}
+                                             for r in now.of_kind("temperament")],
+            "targets": [now.name_of(key) for key in world.characters(now)] + ["world"]}
+
+
+def rolls_context(campaign, path, now):
+    rolls = list(reversed(rulebook.rolls_of(now)))[:ROLL_LOG]
+    return {"rolls": [{"record": r, "data": r.data, "who": now.name_of(r.data.get("who")) if r.data.get("who") else ""}
+                      for r in rolls],
+            "checks": sorted(rulebook.checks_of(now).items()),
+            "characters": [now.name_of(key) for key in world.characters(now)]}
+
+
+def triggers_context(campaign, path, now):
+    tz = campaign.time_zone
+    notes = rulebook.notes_of(now)
+    rows = []
+    for trigger, status in rulebook.triggers_of(now):
+        announce = trigger.announce
+        rows.append({"trigger": trigger, "status": status,
+                     "last_fired": calendar.describe_instant(status.last_fired, tz) if status.last_fired else "",
+                     "announce": announce, "audience": _audience(announce["audience"], now) if announce else "",
+                     "judged": trigger.judged,
+                     "notes": [n for n in notes if n.trigger == trigger.id]})
+    return {"triggers": rows, "pending": [n for n in notes if n.status == "pending"],
+            "judgments": rulebook.judgments_of(now)}
+
+
+def _audience(audience, now):
+    if audience == "everyone":
+        return "everyone"
+    if isinstance(audience, dict):
+        return f"those at {now.name_of(audience.get('place', ''))}"
+    return ", ".join(now.name_of(key) for key in audience)
+
+
+CONTEXTS = {"time": time_context, "variables": variables_context, "rolls": rolls_context,
+            "triggers": triggers_context}
+
+
+def render_panel(request, campaign, panel, *, message="", error="", reload_panels=False):
+    """Return a panel's fragment for htmx (the others reloaded after a change), or its page around it."""
+    path, now = _head(campaign)
+    fragment, page = PANELS[panel][:2]
+    context = {"campaign": campaign, "panel": panel, "rules_message": message, "rules_error": error,
+               "reload_panels": reload_panels, **CONTEXTS[panel](campaign, path, now)}
+    return render(request, fragment if request.htmx else page, context)
+
+
+def _panel_view(panel):
+    @login_required
+    @require_GET
+    def view(request, pk):
+        return render_panel(request, campaign_for_user(request, pk), panel)
+    view.__name__ = f"{panel}_panel"
+    view.__doc__ = f"The {panel} panel of the play page."
+    return view
+
+
+time_panel = _panel_view("time")
+variables_panel = _panel_view("variables")
+rolls_panel = _panel_view("rolls")
+triggers_panel = _panel_view("triggers")
+
+
+class RuleCorrectionForm(CorrectionForm):
+    """A correction from a rules panel: ``data`` fields of kind json are posted as JSON text, names comma separated."""
+
+    def payload(self, posted):
+        event = super().payload(posted)
+        fields = TYPES[event["type"]].fields
+        for name, value in list(event["data"].items()):
+            kind = fields[name].kind
+            if kind == "json":
+                try:
+                    event["data"][name] = json.loads(value)
+                except json.JSONDecodeError as error:
+                    raise ValueError(f"{name} is not valid JSON ({error.msg} at line {error.lineno}, column "
+                                     f"{error.colno}); correct it and send again") from None
+            elif kind == "names":
+                event["data"][name] = [part.strip() for part in value.split(",") if part.strip()]
+        return event
+
+
+@login_required
+@require_POST
+def rules_correct(request, pk, panel):
+    """Apply one correction from a rules panel; return the panel, and reload the others (they show it too)."""
+    campaign = campaign_for_user(request, pk)
+    if panel not in PANELS:
+        return render_panel(request, campaign, "time", error="Nothing was changed: there is no such panel.")
+    form = RuleCorrectionForm(request.POST)
+    if not form.is_valid() or form.cleaned_data["type"] not in PANELS[panel][2]:
+        problems = "; ".join(f"{field}: {' '.join(errors)}" for field, errors in form.errors.items())
+        return render_panel(request, campaign, panel, error=f"Nothing was changed ({problems or 'not this panel'}).")
+    try:
+        payload = form.payload(request.POST)
+    except ValueError as error:
+        return render_panel(request, campaign, panel, error=f"Nothing was changed: {error}.")
+    if payload["type"] == "skip":
+        event = storytime.skip(campaign, request.user, payload["data"])
+    else:
+        event = storytime.correct(campaign, request.user, payload)
+    if event.status == StateEvent.Status.REJECTED:
+        return render_panel(request, campaign, panel, error=f"Nothing was changed: {event.reason}.")
+    return render_panel(request, campaign, panel, message=_done(event), reload_panels=True)
+
+
+def _done(event):
+    kind = event.payload.get("type")
+    data = event.payload.get("data", {})
+    if kind == "skip":
+        return f"Skipped {calendar.describe_duration(data['log']['to'] // 1000 - data['log']['from'] // 1000)}."
+    if kind == "roll":
+        return f"Rolled {data['result']['expression']}: {data['result']['read']}."
+    return "Corrected. The narrator sees it from the next turn."
