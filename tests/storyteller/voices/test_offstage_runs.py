@@ -234,3 +234,21 @@ async def test_a_brief_off_stage_holds_her_time_day_variables_and_announcements_
     assert "The great bell will toll at eight tonight" in brief
     for canary in ("999", "hoard", "SECRET-FLOOD-CANARY", "cellar floods", "accurate"):
         assert canary not in brief, canary
+
+
+async def test_a_retried_reply_plays_off_stage_on_its_own_line_and_each_version_keeps_its_card(keep, narrator_server):
+    async def relay(_):
+        pass
+
+    narrator_server.script("You wait by the fire.", "RETRIED: you doze by the fire.")
+    narrator_server.script_json({"events": []}, answer(MARA), answer(ALDRIC))
+    first = await play(keep)
+    narrator_server.script_json({"events": []}, answer("Mara went to the Forge at last."), answer(ALDRIC))
+    retried = await turns.play_turn(keep.pk, None, relay, retry=True)
+    await retried.post_turn
+    assert [r.number for r in await rounds_of(retried.node_id)] == [100, 101], "the markers were the old line's"
+    assert [r.number for r in await rounds_of(first.node_id)] == [100, 101], "the first version keeps its rounds"
+    campaign = await Campaign.objects.aget(pk=keep.pk)
+    assert (await sync_to_async(away.note_of)(campaign))["lines"][0] == "Mara went to the Forge at last."
+    first_note = (await ContextSnapshot.objects.aget(node_id=first.node_id)).report["away_note"]
+    assert first_note["lines"][0] == MARA
