@@ -27,11 +27,12 @@ from campaigns.models import Campaign, Node
 
 from . import turns, warming
 from .context import Action
-from .views import controls_context, mark_versions
+from .views import controls_context, mark_rounds, mark_versions
 
 logger = logging.getLogger(__name__)
 
 CHUNK_FRAGMENT = '<span id="pending-text" hx-swap-oob="beforeend">{}</span>'
+VOICES_FRAGMENT = '<div id="pending-voices" hx-swap-oob="beforeend">{}</div>'
 NOTICE_FRAGMENT = '<div id="turn-notice" class="notice" role="status" hx-swap-oob="true">{}</div>'
 
 # The form fields a message may carry; each, when present, must be a string.
@@ -114,7 +115,8 @@ class PlayConsumer(AsyncJsonWebsocketConsumer):
             start, turn.replaced = await _render_start(self.campaign_id, action, retry)
             await self.send(text_data=start)
             turn.started = True
-            result = await turns.play_turn(self.campaign_id, action, self._relay, retry=retry, notify=self._notify)
+            result = await turns.play_turn(self.campaign_id, action, self._relay, retry=retry, notify=self._notify,
+                                           on_voice=self._voice)
         except turns.TurnFailed as error:
             await self._end(turn, "failed", error=str(error))
             return
@@ -141,6 +143,14 @@ class PlayConsumer(AsyncJsonWebsocketConsumer):
 
     async def _relay(self, text):
         await self.send(text_data=format_html(CHUNK_FRAGMENT, text))
+
+    async def _voice(self, kind, data):
+        """Show a game-master round's boundary, or a character's lines, as they come (rendered, so escaped)."""
+        if kind == "round":
+            html = render_to_string("campaigns/_round_head.html", data)
+        else:
+            html = render_to_string("campaigns/_voice.html", {"voice": data})
+        await self.send(text_data=format_html(VOICES_FRAGMENT, html))
 
     async def _notify(self, message):
         await self.send(text_data=format_html(NOTICE_FRAGMENT, message))
@@ -218,7 +228,7 @@ def _render_end(campaign_id, turn, outcome, *, error="", notice="", result=None,
             player = Node.objects.get(branch_id=reply.branch_id, depth=reply.depth - 1)
     elif turn.started and turn.replaced is not None:
         reply = turn.replaced  # a retry that did not commit: the reply it was to replace comes back
-    mark_versions(campaign_id, [node for node in (player, reply) if node is not None])
+    mark_rounds(mark_versions(campaign_id, [node for node in (player, reply) if node is not None]))
     return render_to_string("campaigns/_turn_end.html", {
         "campaign": campaign,
         "outcome": outcome,

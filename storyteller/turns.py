@@ -9,17 +9,19 @@ of a reply. The one write a turn may make first is the checkpoint it needs
 
 import asyncio
 import contextlib
+import copy
 import time
 from dataclasses import dataclass
 
 from channels.db import database_sync_to_async
 from django.db import transaction
 
-from campaigns import lineage, story, storytime
+from campaigns import lineage, playing, story, storytime
 from campaigns.models import Campaign, Node
 from memory import bank, recall_index
 
 from . import compaction, context, llm, postturn, warming
+from .voices import gm
 from .llm import priority
 from .context import Action
 
@@ -43,6 +45,7 @@ class _Prepared:
     action: Action
     ctx: context.Context
     narrator: object
+    path: object = None  # the line the turn is played after (a retry's: capped before the replaced reply)
     started_ms: int = 0  # the wall clock when the turn started (a real story clock catches up with it, D7)
 
 
@@ -51,7 +54,7 @@ SUMMARISING = ("The story has outgrown the prompt: summarising its older passage
                "longer to start.")
 
 
-async def play_turn(campaign_id, action, relay, *, retry=False, notify=None):
+async def play_turn(campaign_id, action, relay, *, retry=False, notify=None, on_voice=None):
     """Play ``action`` (or retry the head's reply) and return the committed reply.
 
     ``relay(text)`` is awaited for every chunk as it arrives; ``notify(message)``,
@@ -59,14 +62,35 @@ async def play_turn(campaign_id, action, relay, *, retry=False, notify=None):
     summary, background work letting go of the model). Post-turn work gives
     way while the turn plays (``llm.priority``). Cancelling the task that runs
     this stops the model and saves nothing.
+
+    A campaign with ``game_master`` on plays its turn as rounds of voices
+    first (``voices.gm``); ``on_voice(kind, data)``, if given, is awaited as
+    each round begins and each character speaks. The narration streams as
+    ever, and the rounds commit with the turn.
     """
     async with priority.turn(notify):
-        return await _play(campaign_id, action, relay, retry, notify)
+        game_master = await database_sync_to_async(
+            lambda: Campaign.objects.values_list("game_master", flat=True).get(pk=campaign_id))()
+        if not game_master:
+            return await _play(campaign_id, action, relay, retry, notify)
+        # Lorebooks do not change from the turn's first read to its commit: every voice reads the same lore.
+        try:
+            async with playing.turn(campaign_id):
+                return await _play(campaign_id, action, relay, retry, notify, on_voice=on_voice, voices=True)
+        except playing.TurnInProgress as error:
+            raise TurnFailed(str(error)) from error
 
 
-async def _play(campaign_id, action, relay, retry, notify):
+async def _play(campaign_id, action, relay, retry, notify, *, on_voice=None, voices=False):
     prepared = await _prepare_compacting(campaign_id, action, retry, notify)
     campaign = prepared.campaign
+    played, messages = None, prepared.ctx.messages
+    if voices:
+        try:
+            played = await gm.play(campaign, prepared.path, prepared.ctx, prepared.narrator, on_voice=on_voice)
+        except gm.StepFailed as error:
+            raise TurnFailed(f"{error} Nothing was saved.") from error
+        messages = played.narration_messages
     options = llm.ChatOptions(
         num_predict=campaign.max_output_tokens,
         num_ctx=campaign.context_token_budget,
@@ -76,7 +100,7 @@ async def _play(campaign_id, action, relay, retry, notify):
     parts = []
     final = llm.Chunk(done=True)
     try:
-        async with contextlib.aclosing(prepared.narrator.stream_chat(prepared.ctx.messages, options)) as stream:
+        async with contextlib.aclosing(prepared.narrator.stream_chat(messages, options)) as stream:
             async for chunk in stream:
                 if chunk.done:
                     final = chunk
@@ -96,6 +120,9 @@ async def _play(campaign_id, action, relay, retry, notify):
     report = prepared.ctx.report
     report["usage"] = {"prompt_eval_count": final.prompt_eval_count, "eval_count": final.eval_count,
                        "count_source": final.count_source}
+    if played is not None:
+        report["voices"] = {**played.report, "narration": await gm.narration_step(prepared.narrator, messages, text)}
+        text = gm.transcript(played, text)
     reply = story.Reply(
         text=text,
         tokens=context.node_tokens(Node.Role.NARRATOR, "", text),
@@ -107,7 +134,7 @@ async def _play(campaign_id, action, relay, retry, notify):
         done_reason=final.done_reason or "",
         duration_ms=int((time.perf_counter() - started) * 1000),
     )
-    node = await database_sync_to_async(_commit)(prepared, reply, retry)
+    node = await database_sync_to_async(_commit)(prepared, reply, retry, played)
     # The commit has returned, so the turn is durable: only now may the recorder read it.
     post_turn = postturn.schedule(campaign.pk, node.pk)
     notice = ""
@@ -159,7 +186,8 @@ async def _prepare(campaign_id, action, retry):
     narrator, queries = await asyncio.gather(llm.anarrator_for(reading.campaign.narrator_model or None),
                                              queries_embedded(reading.queries))
     ctx = await database_sync_to_async(_build)(reading, narrator, queries)
-    return _Prepared(reading.campaign, reading.expected_head, reading.action, ctx, narrator, reading.started_ms)
+    return _Prepared(reading.campaign, reading.expected_head, reading.action, ctx, narrator, reading.path,
+                     reading.started_ms)
 
 
 @dataclass(frozen=True)
@@ -187,9 +215,17 @@ def _read(campaign_id, action, retry):
 
 
 def _build(reading, narrator, queries):
+    campaign = reading.campaign
+    if campaign.game_master:
+        # The game master's steps add its rules and the round to this prompt and answer at length: the story
+        # leaves them room, as it leaves the reply its own (the inspector's reserve says how much).
+        campaign = copy.copy(campaign)
+        campaign.max_output_tokens = gm.reserve(reading.campaign.max_output_tokens)
     try:
-        return context.build(reading.campaign, reading.path, reading.action, model=narrator.model, api=narrator.api,
-                             query=queries.knowledge, memory_query=queries.memory, events_query=queries.events)
+        ctx = context.build(campaign, reading.path, reading.action, model=narrator.model, api=narrator.api,
+                            query=queries.knowledge, memory_query=queries.memory, events_query=queries.events)
+        ctx.report["settings"]["num_predict"] = reading.campaign.max_output_tokens
+        return ctx
     except context.NeedsCompaction:
         raise
     except context.ContextOverflow as error:
@@ -214,15 +250,23 @@ async def queries_embedded(queries):
     return queries.embedded(vectors)
 
 
-def _commit(prepared, reply, retry):
+def _commit(prepared, reply, retry, played=None):
     """Commit the turn, time it in the story, and count the memories it used, in one transaction (seed 004 §O:
-    one commit; the clock, the routines' catch-up and the trigger check are code, with no model call)."""
+    one commit; the clock, the routines' catch-up and the trigger check are code, with no model call).
+
+    A game master's turn commits its rounds in the same transaction
+    (``gm.commit``: the Round rows, their events, the clock's round lengths,
+    the author's edits, the rolls, the briefs' recall uses): nothing ever sees
+    the reply without its rounds.
+    """
     used = [entry["id"] for entry in reply.report.get("memories", {}).get("used", [])]
     evoked = [entry["slot"] for entry in (reply.report.get("events") or {}).get("used", [])]
     try:
         with transaction.atomic():
             node = _commit_story(prepared, reply, retry)
             storytime.advance(node, started_ms=prepared.started_ms)
+            if played is not None:
+                gm.commit(node, played, reply.report["voices"]["narration"]["text"])
             bank.record_use(used)
             # Each earlier event the narrator was given is recalled once more on this line (its half-life grows).
             recall_index.record_use(prepared.campaign.pk, (node.branch_id, node.depth), "", evoked)

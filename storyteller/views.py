@@ -4,6 +4,7 @@ Views parse, call one function, render. Every campaign is fetched through
 ``_get_campaign_for_user`` so another person's campaign is a 404.
 """
 
+import json
 import time
 
 from asgiref.sync import async_to_sync, sync_to_async
@@ -28,7 +29,8 @@ from campaigns import lineage, rule_views, story, storytime, worldfile
 from campaigns import views as campaign_views
 from campaigns.forms import (MAX_ACTION, MAX_DIRECTION, CampaignForm, CanonRuleFormSet, EditCampaignForm,
                              NewCampaignForm, SavePointForm)
-from campaigns.models import Branch, Campaign, Node, OffstageRun, SavePoint
+from campaigns.models import Branch, Campaign, Node, OffstageRun, Round, SavePoint
+from campaigns.state import calendar
 from memory import bank as memory_bank
 from memory import views as memory_views
 
@@ -44,7 +46,7 @@ STORY_WINDOW = 120
 def play_body_context(campaign, error="", notice=""):
     """Return what the play page's story and controls render: the story window, its versions and the controls."""
     path = lineage.path_of(campaign)
-    nodes = mark_versions(campaign.pk, list(path.nodes().order_by("-depth")[:STORY_WINDOW])[::-1])
+    nodes = mark_rounds(mark_versions(campaign.pk, list(path.nodes().order_by("-depth")[:STORY_WINDOW])[::-1]))
     return {
         "campaign": campaign,
         "nodes": nodes,
@@ -69,6 +71,29 @@ def mark_versions(campaign_id, nodes):
     found = lineage.versions(campaign_id, nodes)
     for node in nodes:
         node.versions = found.get(node.pk)
+    return nodes
+
+
+def mark_rounds(nodes):
+    """Give each reply of ``nodes`` its game-master ``voice_rounds`` and ``narration`` (none: a single narrator's).
+
+    Rounds hang under their reply node, so whichever version of a reply the
+    line shows brings its own rounds (undo, retry and branches need no rule).
+    """
+    replies = {node.pk: node for node in nodes if node.role == Node.Role.NARRATOR}
+    for node in replies.values():
+        node.voice_rounds, node.narration = [], ""
+    zones = {}
+    for row in Round.objects.filter(node_id__in=replies, kind=Round.Kind.GM).order_by("node_id", "number"):
+        node = replies[row.node_id]
+        row.voices = [o for o in row.outputs if o.get("speaker") != "gm"]
+        row.when = ""  # the story time the round began, as the page shows it (none before the clock starts)
+        if row.started_ms is not None:
+            if node.campaign_id not in zones:
+                zones[node.campaign_id] = Campaign.objects.values_list("time_zone", flat=True).get(pk=node.campaign_id)
+            row.when = f"{calendar.local(row.started_ms, zones[node.campaign_id]):%H:%M}"
+        node.narration = next((o["text"] for o in row.outputs if o.get("speaker") == "gm"), node.narration)
+        node.voice_rounds.append(row)
     return nodes
 
 
@@ -304,7 +329,20 @@ def inspector(request, pk, node_pk):
         "report": report,
         "budget": report["budget"],
         "on_path": lineage.path_of(campaign).contains(node.branch_id, node.depth),
+        "voice_rounds": _voice_rounds(node, report),
     })
+
+
+def _voice_rounds(node, report):
+    """Return each game-master round of ``node``, its step (prompt tail, answer) and briefs, for the inspector."""
+    steps = {step["number"]: step for step in (report.get("voices") or {}).get("rounds", [])}
+    found = []
+    for row in node.rounds.filter(kind=Round.Kind.GM).order_by("number"):
+        step = steps.get(row.number, {})
+        found.append({"number": row.number, "step": step,
+                      "answer": json.dumps(step.get("answer", {}), ensure_ascii=False, indent=1),
+                      "briefs": [(who, brief) for who, brief in row.briefs.items()]})
+    return found
 
 
 # The model pages ask the model server and wait for it: async, so the wait

@@ -103,17 +103,20 @@ def validate_batch(state, events, source, *, elsewhere=lambda key: False, env=No
     return outcomes
 
 
-def apply_events(node, payloads, *, source, author=None, attempt=0, model="", mark=True):
+def apply_events(node, payloads, *, source, author=None, attempt=0, model="", mark=True, whole=None):
     """Validate ``payloads`` in order against the state after ``node`` and write them in one transaction.
 
     Every event is stored, applied or rejected with its reason. For the
     recorder, the node's RecorderRun becomes "applied" in the same transaction,
     and a node already recorded is left alone (a retry that raced a success);
     with ``mark`` False (the recorder's second call, whose run is its own) the
-    RecorderRun is not touched. After the batch the application keeps its own
-    rules in the same transaction (``rulebook.after_batch``: a round lengthened
-    to the journeys it made, then the world's triggers checked), as events of
-    the engine. Return the stored StateEvents.
+    RecorderRun is not touched. ``whole`` reads the whole state first (by
+    default for a world file's batch, which names thousands of things; a game
+    master's round, with the world's rights but a turn's few events, passes
+    False). After the batch the application keeps its own rules in the same
+    transaction (``rulebook.after_batch``: a round lengthened to the journeys
+    it made, then the world's triggers checked), as events of the engine.
+    Return the stored StateEvents.
     """
     with transaction.atomic():
         if source in PROPOSERS and mark and not _mark_recorded(node, attempt, model):
@@ -124,8 +127,8 @@ def apply_events(node, payloads, *, source, author=None, attempt=0, model="", ma
         path = lineage.path_at(node.campaign_id, node.branch_id, node.depth)
         events = [clean(payload) for payload in payloads]
         # A world file names thousands of things at once: read the (new) campaign's whole state instead.
-        state = state_at(path, campaign) if source == StateEvent.Source.WORLD else state_for_events(path, campaign,
-                                                                                                     events)
+        whole = source == StateEvent.Source.WORLD if whole is None else whole
+        state = state_at(path, campaign) if whole else state_for_events(path, campaign, events)
         state.prefetch(minds.slots_for(state, events))  # what characters' minds records check, in one read
         env = rulebook.env_for(node, campaign, path)
         outcomes = validate_batch(state, events, source, elsewhere=_elsewhere(path), env=env)

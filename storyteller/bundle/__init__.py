@@ -378,7 +378,7 @@ def _write(owner, bundle, passages):
         if rule is not None:
             pk = created["canon_rules"][rule].pk
             row.values |= {"slot": f"canon:{pk}", "subject": str(pk)}
-    for name in ("state_records", "recorder_runs", "memories", "memory_runs", "recall_uses"):
+    for name in ("state_records", "recorder_runs", "rounds", "memories", "memory_runs", "recall_uses"):
         created[name] = _create(rows.BY_NAME[name], bundle.tables[name], created, campaign)
     head = created["branches"][bundle.campaign.links["head_branch"]]
     Campaign.objects.filter(pk=campaign.pk).update(

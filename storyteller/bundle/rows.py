@@ -26,6 +26,7 @@ from campaigns.models import (
     ContextSnapshot,
     Node,
     RecorderRun,
+    Round,
     SavePoint,
     StateEvent,
     StateRecord,
@@ -46,6 +47,7 @@ class Table:
     fields: tuple  # plain fields, carried as they are
     links: dict = field(default_factory=dict)  # bundle field -> (table it points into, may be null)
     shapes: dict = field(default_factory=dict)  # JSON field -> its shape check
+    rule: object = None  # rule(checked rows): a check across fields and rows (one the database would enforce)
 
 
 def _text_tree(most_text, most_items=50, most_depth=4):
@@ -112,6 +114,26 @@ def _report(value, where):
         refuse(f"{where} lacks the budget and sections every prompt record has.")
 
 
+# A game master's round: what each character was told is its longest part (a brief: a dozen sections of lines).
+_round = _text_tree(20_000, most_items=200, most_depth=5)
+
+
+def _round_numbers(checked):
+    """A game master's rounds are 1 to 99, off-stage rounds 100 on, each number once under a reply (the database's
+    round_numbers_by_kind and one_round_per_number)."""
+    seen = {}
+    for index, row in enumerate(checked):
+        where, number, kind = f"rounds row {index + 1}", row.values.get("number"), row.values.get("kind")
+        if kind == Round.Kind.GM and not 1 <= number < 100:
+            refuse(f"{where} is a game master's round numbered {number}; those are numbered 1 to 99.")
+        if kind == Round.Kind.OFFSTAGE and number < 100:
+            refuse(f"{where} is an off-stage round numbered {number}; those are numbered from 100.")
+        key = (row.links["node"], number)
+        if key in seen:
+            refuse(f"{where} is round {number} of the same reply as {seen[key]}; a reply has each round once.")
+        seen[key] = where
+
+
 CAMPAIGN_FIELDS = (
     "title", "genre", "protagonist", "opening", "point_of_view", "prose_length", "dialogue_density",
     "descriptive_richness", "violence_level", "pacing", "style_notes", "narrator_rules", "context_token_budget",
@@ -149,6 +171,10 @@ TABLES = (
           {"data": _record_data}),
     Table("campaigns", "recorder_runs", RecorderRun, "node__campaign",
           ("status", "error", "attempts", "model", "updated_at"), {"node": ("nodes", False)}),
+    Table("campaigns", "rounds", Round, "node__campaign",
+          ("number", "kind", "started_ms", "elapsed_seconds", "resolution", "activated", "outputs", "briefs"),
+          {"node": ("nodes", False)},
+          {"resolution": _round, "activated": _round, "outputs": _round, "briefs": _round}, _round_numbers),
     Table("memory", "memories", Memory, "campaign",
           ("depth", "source_start", "source_end", "text", "original_text", "revision", "authority", "origin", "model",
            "pinned", "forgotten", "enabled", "use_count", "last_used_at", "created_at"),
@@ -197,9 +223,12 @@ def check_table(table, rows, sizes):
     if not isinstance(rows, list):
         refuse(f"The bundle's {table.name} must be a list of rows.")
     labelled = table.name == "sources"
-    return [_check(row, f"{table.name} row {index + 1}", table.model, table.fields, table.links,
-                   table.shapes, sizes | {table.name: index}, labelled=labelled, table=table.name)
-            for index, row in enumerate(rows)]
+    checked = [_check(row, f"{table.name} row {index + 1}", table.model, table.fields, table.links,
+                      table.shapes, sizes | {table.name: index}, labelled=labelled, table=table.name)
+               for index, row in enumerate(rows)]
+    if table.rule is not None:
+        table.rule(checked)
+    return checked
 
 
 def _check(row, where, model, fields, links, shapes, sizes, *, labelled=False, table="campaign"):

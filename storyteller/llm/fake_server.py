@@ -12,12 +12,16 @@ background thread and speaks enough of both APIs to drive every client:
 
 Replies come from a script: `server.script(...)` for narration,
 `server.script_json(...)` for requests that carry a JSON schema (the recorder's
-structured calls) and `server.script_minds(...)` for those whose schema asks for
+structured calls), `server.script_minds(...)` for those whose schema asks for
 a minds record (the recorder's second call: events, perceptions, beliefs),
+`server.script_gm(...)` for a game master's steps and
+`server.script_characters(...)` for the characters' replies (issue 15),
 kept apart so background work after a turn never takes the next turn's
 scripted reply, nor one step another's. When a script runs out the server answers
 DEFAULT_REPLY, or for a request with a schema the smallest JSON that matches
-it, so an end-to-end test never hangs. Failures
+it — but a game master's step activates everyone its prompt lists with the
+player and a character says where it believes things are (``voice_default``),
+so a multi-voice turn plays unscripted — and an end-to-end test never hangs. Failures
 (`fail_mid_stream`, `fail_request`, `not_found`, `stall`, `omit_done`) are one-shot unless
 `persistent=True` (then until `clear_failures()`); `refuse()` lasts until `resume()`; `chunk_delay()` and
 `json_delay()` last until changed. `FakeModelServer(slots=1)` answers one chat request at a time, as a
@@ -140,6 +144,8 @@ class FakeModelServer:
         self._replies = deque()
         self._json_replies = deque()
         self._minds_replies = deque()
+        self._gm_replies = deque()
+        self._character_replies = deque()
         self._rerank_replies = deque()
         self._failures: dict[str, _Failure] = {}
         self._delay = 0.0
@@ -187,6 +193,16 @@ class FakeModelServer:
         """Queue replies for the next requests whose schema asks for a minds record (it has "perceptions")."""
         with self._lock:
             self._minds_replies.extend(replies)
+
+    def script_gm(self, *replies: str | dict):
+        """Queue replies for the next game-master steps (schema with "activate_characters"), in order."""
+        with self._lock:
+            self._gm_replies.extend(replies)
+
+    def script_characters(self, *replies: str | dict):
+        """Queue replies for the next character steps (schema with "speech"), in the order they are asked."""
+        with self._lock:
+            self._character_replies.extend(replies)
 
     def script_rerank(self, *scores: list):
         """Queue the scores (one list per request, one score per document) of the next /rerank requests."""
@@ -291,11 +307,18 @@ class FakeModelServer:
     def _next_reply(self, schema: dict | None, limit: int | None, messages: list | None = None) -> _Reply:
         with self._lock:
             queue = self._json_replies if schema is not None else self._replies
-            if schema is not None and "perceptions" in (schema.get("properties") or {}):
+            properties = (schema or {}).get("properties") or {}
+            if "perceptions" in properties:
                 queue = self._minds_replies
+            elif "activate_characters" in properties:
+                queue = self._gm_replies
+            elif "speech" in properties:
+                queue = self._character_replies
             scripted = queue.popleft() if queue else None
             if scripted is None and self.stubs is not None:
                 scripted = self.stubs.reply(messages or [], schema)
+        if scripted is None:
+            scripted = voice_default(schema, messages or []) if schema else None
         if scripted is None:
             scripted = json.dumps(example_for(schema)) if schema else self.default_reply
         if isinstance(scripted, dict):
@@ -327,6 +350,39 @@ class FakeModelServer:
     def _record_cancel(self):
         with self._lock:
             self.cancelled += 1
+
+
+def voice_default(schema: dict, messages: list):
+    """Return the unscripted answer of a game-master or character step, so a multi-voice turn plays by itself.
+
+    The game master activates everyone its prompt lists with the player
+    (``With the player: A; B``) and narrates after that round; a
+    character says who it is, where it believes the first thing its brief
+    lists is, and the first thing it remembers. Any
+    other schema: None (the smallest matching JSON).
+    """
+    properties = schema.get("properties") or {}
+    last = str(messages[-1].get("content") or "") if messages else ""
+    if "activate_characters" in properties:
+        answer = example_for(schema)
+        found = re.findall(r"^With the player: (.+)$", last, re.MULTILINE)
+        names = [n.strip() for n in found[-1].split(";") if n.strip() and n.strip() != "none"] if found else []
+        answer["activate_characters"] = [{"who": n, "why": "they are here"} for n in names[:8]]
+        answer["narrate"] = True
+        return json.dumps(answer)
+    if "speech" in properties:
+        answer = example_for(schema)
+        name = re.findall(r"^Answer as (.+)\.$", last, re.MULTILINE)
+        memory = re.search(r"^What you remember \(your own version\)\n- (.+)$", last, re.MULTILINE)
+        believed = re.search(r"^Where you last saw things[^\n]*\n- (.+)$", last, re.MULTILINE)
+        speech = f"I am {name[-1] if name else 'here'}."
+        if believed:
+            speech += f" As far as I know, {believed.group(1)}."
+        if memory:
+            speech += f" I remember: {memory.group(1)}"
+        answer["speech"] = speech[:600]
+        return json.dumps(answer)
+    return None
 
 
 def example_for(schema: dict):

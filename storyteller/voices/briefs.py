@@ -22,6 +22,8 @@ from campaigns.state import world
 MAX_MEMORIES = 12
 MAX_ASSOCIATED = 2
 MAX_ANNOUNCED = 3
+# Where it believes things are: the items named this round and those about it first, like a view's items.
+MAX_WHEREABOUTS = 12
 # ▶ What one kind of known thing lists before "and N more": names only, but a map of a city is still long.
 MAX_KNOWN = 40
 
@@ -38,6 +40,7 @@ class Given:
     lore: tuple = ()  # lore.titles(…): titles, never bodies
     memories: tuple = ()  # the recalled wording, story order, at most 12
     associated: tuple = ()  # evoked by association, at most 2
+    whereabouts: tuple = ()  # where it believes things are (whereabouts.minds_at(...).believes(who)), at most 12
 
 
 @dataclass(frozen=True)
@@ -113,6 +116,10 @@ def compose(state, who, given=Given()):
     if len(given.memories) > MAX_MEMORIES:
         left_out["memories"] = len(given.memories) - MAX_MEMORIES
     sections.append(("What you remember (your own version)", [f"- {m}" for m in memories]))
+    believed = list(given.whereabouts)[:MAX_WHEREABOUTS]
+    if len(given.whereabouts) > MAX_WHEREABOUTS:
+        left_out["whereabouts"] = len(given.whereabouts) - MAX_WHEREABOUTS
+    sections.append(("Where you last saw things (what you believe, not what is)", [f"- {w}" for w in believed]))
     return Brief(who, tuple((title, tuple(lines)) for title, lines in sections), left_out)
 
 

@@ -873,21 +873,31 @@ def _measure_checkpoint_lookup(repeat):
             _row("checkpoint, fresh", size, checked, "with the source hash of ~4,900 nodes checked again")]
 
 
-def _measure_prefix_reuse(turns):
+def _measure_prefix_reuse(turns, layout="narrator"):
     """Play ``turns`` turns (a summary written by hand stands in for the summariser); measure what each prompt
-    shares with the previous one."""
+    shares with the previous one.
+
+    With the ``"game master"`` layout each turn sends two prompts laid out as
+    ``voices.gm`` lays them out — the game master's step, then the
+    narration, both the narrator's prompt with the game master's rules in the
+    system message and their request in the last — and each reply committed
+    is a game master's: the characters' lines, then the narration. Both
+    medians are given: over every prompt, and turn to turn (each step against
+    the previous turn's narration).
+    """
     from django.contrib.auth import get_user_model
 
     from campaigns import lineage, story
     from campaigns.models import Campaign
     from memory import checkpoints
     from storyteller import context, tokens
+    from storyteller.voices import gm
 
     user, _ = get_user_model().objects.get_or_create(username="bench")
     campaign = story.start_campaign(Campaign.objects.create(
         owner=user, title="Prefix reuse", protagonist="Edrin", opening=REPLIES[0],
         context_token_budget=4096, max_output_tokens=300))
-    previous, shares, builds = None, [], []
+    previous, shares, builds, steps = None, [], [], []
     breaks = rotations = 0
     last_checkpoint = None
     for turn in range(turns):
@@ -901,26 +911,49 @@ def _measure_prefix_reuse(turns):
                               plan.prefix_hash)
             ctx = context.build(campaign, lineage.path_of(campaign), action)
         builds.append(time.perf_counter() - started)
-        current = _rendered(ctx.messages)
+        prompts = [ctx.messages]
+        if layout == "game master":
+            # As voices.gm lays them out: the game master's step, then the narration (a round of two characters).
+            head, last = gm.with_rules(ctx.messages), ctx.messages[-1]["content"]
+            step = gm.step_request(1, 3, "Edrin", "the square", ["Mara", "Aldric"])
+            outcome = ("What happened this turn (the game master's notes):\nRound 1:\n- Mara said: “Not tonight.”\n"
+                       "- Aldric said: “Let him look.”")
+            prompts = [[*head, {"role": "user", "content": f"{last}\n\n{step}"}],
+                       [*head, {"role": "user", "content": f"{last}\n\n{outcome}\n\n{gm.NARRATE}"}]]
         checkpoint = (ctx.report["checkpoint"] or {}).get("id")
-        if previous is not None:
-            rotations += checkpoint != last_checkpoint
-            breaks += not current.startswith(_rendered(previous[:-1]))
-            common = len(_common_prefix(_rendered(previous), current))
-            shares.append(tokens.count(current[:common]) / tokens.count(current))
-        previous, last_checkpoint = ctx.messages, checkpoint
+        for n, messages in enumerate(prompts):
+            current = _rendered(messages)
+            if previous is not None:
+                if n == 0:
+                    rotations += checkpoint != last_checkpoint
+                    breaks += not current.startswith(_rendered(previous[:-1]))
+                common = len(_common_prefix(_rendered(previous), current))
+                shares.append(tokens.count(current[:common]) / tokens.count(current))
+                if n == 0:
+                    steps.append(shares[-1])
+            previous = messages
+        last_checkpoint = checkpoint
+        text = f"{REPLIES[turn % 4]} ({turn})"
+        if layout == "game master":
+            text = f"Mara: “Not tonight.”\n\nAldric: “Let him look.”\n\n{text}"
         story.commit_turn(campaign.pk, (campaign.head_branch_id, campaign.head_depth),
                           story.PlayerAction(mode="do", text=action.text,
                                              tokens=context.node_tokens("player", "do", action.text)),
-                          story.Reply(text=f"{REPLIES[turn % 4]} ({turn})",
-                                      tokens=context.node_tokens("narrator", "", f"{REPLIES[turn % 4]} ({turn})"),
+                          story.Reply(text=text, tokens=context.node_tokens("narrator", "", text),
                                       report={}, model="bench", api="bench"))
         campaign.refresh_from_db()
-    row = _row("prefix reuse", f"{turns} turns", builds, (
-        f"reused share median {statistics.median(shares):.1%}, min {min(shares):.1%}; "
-        f"{breaks} breaks, {rotations} rotations"))
+    name = "prefix reuse" if layout == "narrator" else "prefix reuse, GM"
+    note = (f"reused share median {statistics.median(shares):.1%}, min {min(shares):.1%}; "
+            f"{breaks} breaks, {rotations} rotations")
+    if layout == "game master":
+        note = (f"every prompt: median {statistics.median(shares):.1%}; turn to turn (step after the last "
+                f"narration): median {statistics.median(steps):.1%}, min {min(steps):.1%}; {breaks} breaks, "
+                f"{rotations} rotations")
+    row = _row(name, f"{turns} turns", builds, note)
     row.update({"reused_share_median": statistics.median(shares), "reused_share_min": min(shares),
                 "breaks": breaks, "rotations": rotations})
+    if steps:
+        row.update({"turn_to_turn_median": statistics.median(steps), "turn_to_turn_min": min(steps)})
     return row
 
 
@@ -2274,7 +2307,110 @@ def _bench_voices(sizes, repeat):
 
     rng = random.Random(2015)
     return [*_measure_offstage(rng, repeat), *_measure_offstage_state(rng, repeat), *_measure_lore_recall(rng, repeat),
-            *_measure_author(rng, repeat)]
+            *_measure_author(rng, repeat), *_measure_gm_round(rng, repeat), _measure_gm_commit(repeat),
+            _measure_prefix_reuse(PREFIX_REUSE_TURNS, layout="game master")]
+
+
+class _InstantVoices:
+    """A narrator that answers every voice at once, its answers read and checked as a server's are: the round's
+    time is then everything but the model's."""
+
+    model, api = "bench", "bench"
+
+    def __init__(self, names):
+        self.names = names
+
+    async def complete_json(self, messages, schema, options):
+        from storyteller.llm import structured
+
+        properties = schema["properties"]
+        if "activate_characters" in properties:
+            answer = {"resolve_round": {"actors": [{"who": "Edrin", "moves_to": "", "ignore_exits": False,
+                                                    "item_changes": [{"op": "take", "item": "Thing 0"}],
+                                                    "variable_changes": []}], "elapsed_seconds": 30},
+                      "activate_characters": [{"who": name, "why": "they are here"} for name in self.names],
+                      "expand_world": {"need": "", "what": ""}, "rolls": [], "narrate": True}
+        else:
+            answer = {"speech": "I will see to it before the bell.", "action": "looks about", "moves_to": "Room 1",
+                      "item_changes": [], "lore": ""}
+        value, reasons = structured.read(json.dumps(answer), schema)
+        if reasons:
+            raise CommandError(f"the voices benchmark's canned answer does not match its schema: {reasons}")
+        return value
+
+
+def _measure_gm_round(rng, repeat):
+    """One game-master round with 4 characters on the 1,000-place world, everything but the model: the step's
+    answer read and checked, resolve_round, the activation, each character's recall, whereabouts and brief, its
+    reply checked and its move resolved (``voices.gm.play`` with an instant narrator)."""
+    from asgiref.sync import async_to_sync
+
+    from campaigns import lineage, worldfile
+    from storyteller import context
+    from storyteller.voices import gm
+
+    document = _world_document(rng)
+    for character in document["characters"][1:4]:
+        character["place"] = "Room 0"
+    campaign, _ = worldfile.create_campaign(_bench_user(), document, game_master=True)
+    path = lineage.path_of(campaign)
+    ctx = context.build(campaign, path, context.Action(mode="do", text="I ask who saw Thing 0"))
+    narrator = _InstantVoices([f"Villager {n}" for n in range(4)])
+    samples, cpu = [], []
+    for index in range(repeat + 3):
+        started, started_cpu = time.perf_counter(), time.process_time()
+        played = async_to_sync(gm.play)(campaign, path, ctx, narrator)
+        if index >= 3:  # the first rounds warm the caches a turn's first read makes
+            samples.append(time.perf_counter() - started)
+            cpu.append(time.process_time() - started_cpu)
+    if len(played.rounds[0].briefs) != 4:
+        raise CommandError("the voices benchmark's round did not brief 4 characters")
+    size = f"4 characters, {WORLD_PLACES:,} places"
+    return [_row("game-master round", size, samples, "median < 60 ms"), _row("  (CPU time)", size, cpu, "")]
+
+
+def _measure_gm_commit(repeat):
+    """The commit of a 3-round game-master turn: both nodes, three Round rows with their briefs, each round's
+    events (a move and an item change) with the game master's rights, the turn's story time (the engine's round,
+    then the rounds' sum), the head."""
+    from django.db import transaction
+
+    from campaigns import story, storytime, worldfile
+    from campaigns.models import Campaign
+    from storyteller import context
+    from storyteller.voices import gm
+
+    document = {"format": "storyteller-world", "version": 1,
+                "campaign": {"title": "Commit bench", "protagonist": "Edrin", "opening": REPLIES[0]},
+                "places": [{"name": "Kitchen"}, {"name": "Hall"}],
+                "exits": [{"from": "Kitchen", "to": "Hall", "travel_seconds": 10, "both_ways": True}],
+                "characters": [{"name": "Edrin", "protagonist": True, "place": "Kitchen"},
+                               {"name": "Mara", "place": "Kitchen"}, {"name": "Aldric", "place": "Kitchen"}],
+                "items": [{"name": "knife", "holder": "Kitchen"}]}
+    campaign, _ = worldfile.create_campaign(_bench_user(), document, game_master=True)
+    brief = {"text": "You are Mara.\n" + "A line of the brief.\n" * 40, "sections": [], "left_out": {}, "name": "Mara"}
+    samples = []
+    for index in range(repeat):
+        going = ("Hall", "Kitchen")[index % 2]
+        events = [[{"type": "move", "subject": "Mara", "object": going, "data": {}}],
+                  [{"type": "item_changes", "subject": "Aldric", "data": {"ops": [{"op": "take", "item": "knife"}]}}],
+                  [{"type": "item_changes", "subject": "Aldric", "data": {"ops": [{"op": "drop", "item": "knife"}]}}]]
+        rounds = [gm.RoundPlayed(n + 1, {"actors": [], "refused": []}, [{"who": "mara", "name": "Mara", "why": "x"}],
+                                 [{"speaker": "mara", "name": "Mara", "text": "Yes.", "action": ""}],
+                                 {"mara": brief, "aldric": brief}, events[n]) for n in range(3)]
+        played = gm.Played(rounds, [], [], [], {"rounds": []}, elapsed=90)
+        text = f"{REPLIES[index % 4]} ({index})"
+        reply = story.Reply(text=text, tokens=context.node_tokens("narrator", "", text), report={}, model="bench",
+                            api="bench")
+        campaign.refresh_from_db()
+        started = time.perf_counter()
+        with transaction.atomic():
+            node = story.commit_turn(campaign.pk, (campaign.head_branch_id, campaign.head_depth),
+                                     story.PlayerAction(mode="do", text="wait", tokens=2), reply)
+            storytime.advance(node)
+            gm.commit(node, played, text)
+        samples.append(time.perf_counter() - started)
+    return _row("commit, 3 rounds", "3 events, 6 briefs", samples, "median < 15 ms")
 
 
 def _measure_offstage(rng, repeat):
