@@ -36,6 +36,11 @@ def gm_turn(campaign, action, narration, *, new_stage=False, said=()):
     return node
 
 
+def state_recordings(server):
+    """The state recorder's requests alone (a game master's turn asks JSON of other voices too)."""
+    return [body for body in recordings(server) if set(body["format"].get("properties", {})) == {"events"}]
+
+
 def record(node):
     return async_to_sync(recorder.record)(node.pk)
 
@@ -108,3 +113,32 @@ def test_a_single_narrator_reply_in_a_game_master_campaign_is_recorded_at_once(s
     node = Node.objects.get(campaign=staged, depth=staged.head_depth)
     narrator_server.script_json(MARA)
     assert record(node) == "applied"
+
+
+async def test_played_game_master_turns_wait_for_the_new_stage_their_narration_declares(owner, narrator_server):
+    from asgiref.sync import sync_to_async
+
+    from tests.storyteller.voices.test_played import game, gm, play, says
+
+    campaign = await sync_to_async(game)(owner)
+    narrator_server.script_gm(gm([("Mara", "she holds the key")]))
+    narrator_server.script_characters(says("It is mine, child."))
+    narrator_server.script("The kitchen falls quiet.")
+    narrator_server.script_json({"addressed": [], "new_stage": False})
+    first, _ = await play(campaign)
+    await first.post_turn
+    assert (await RecorderRun.objects.aget(node_id=first.node_id)).status == "waiting"
+    assert state_recordings(narrator_server) == []
+
+    narrator_server.script_gm(gm())
+    narrator_server.script("Dawn comes; the household scatters.")
+    narrator_server.script_json({"addressed": [], "new_stage": True}, MARA)
+    second, _ = await play(campaign, "I wait for morning")
+    await second.post_turn
+    [body] = state_recordings(narrator_server)
+    prompt = body["messages"][-1]["content"]
+    assert "The 2 turns to record, in order:" in prompt
+    assert "Round 1, mara: It is mine, child." in prompt and "Narrator: Dawn comes" in prompt
+    statuses = {run.node_id: run.status async for run in RecorderRun.objects.filter(
+        node_id__in=[first.node_id, second.node_id])}
+    assert statuses == {first.node_id: "applied", second.node_id: "applied"}
