@@ -167,6 +167,7 @@ class FakeModelServer:
     def stop(self):
         self._stopping.set()  # wakes stalled handlers
         self._close()
+        self._release()
 
     def __enter__(self):
         return self.start()
@@ -261,12 +262,26 @@ class FakeModelServer:
         self._json_delay = seconds
 
     def refuse(self):
-        """Stop listening so connections are refused, until resume()."""
+        """Stop listening so connections are refused, until resume().
+
+        The port stays bound (a socket that never listens: connecting to it is
+        refused), so no other server on the machine can take it meanwhile and
+        answer in this one's place.
+        """
         self._close()
+        self._held = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        self._held.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        self._held.bind(("127.0.0.1", self.port))
 
     def resume(self):
         """Listen again on the same port."""
+        self._release()
         self._listen()
+
+    def _release(self):
+        held, self._held = getattr(self, "_held", None), None
+        if held is not None:
+            held.close()
 
     def bodies(self, path: str) -> list[dict | None]:
         """Return the JSON bodies of the requests made to `path`, in order."""
