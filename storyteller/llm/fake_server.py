@@ -451,6 +451,12 @@ class _Handler(BaseHTTPRequestHandler):
         fake = self.server.fake
         length = int(self.headers.get("Content-Length") or 0)
         raw = self.rfile.read(length) if length else b""
+        if len(raw) < length:
+            # The client hung up before its request was whole (a cancelled call): nobody waits for an answer, and
+            # answering would use up a scripted reply meant for the next request.
+            fake._record_cancel()
+            self.close_connection = True
+            return
         body = json.loads(raw) if raw else None
         fake._record(Request(self.command, self.path, body, {k.lower(): v for k, v in self.headers.items()},
                              time.perf_counter()))
