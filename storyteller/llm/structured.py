@@ -11,6 +11,12 @@ process, the first one the server accepted; the model settings page shows it.
 Whatever the mode, a reply is used only once it parses and matches the
 schema (``schemas.problems``). One that does not is asked for once more,
 with the reasons; a second miss is an error in words.
+
+A reply the token limit cut off is kept up to its last complete list item
+when that still matches the schema (``salvage``): a small model under a JSON
+grammar often repeats one event until the limit, and the events it finished
+are as good as those of a reply that closed. A cut-off reply's repeats of one
+item are one item.
 """
 
 import json
@@ -110,6 +116,10 @@ async def checked(ask: Ask, messages: list[dict], schema: dict, *, model: str, l
 def read(text: str, schema: dict, finish_reason: str | None = None, limit: int | None = None):
     """Return (value, reasons): the JSON in `text` and why it does not fit `schema` (no reasons: it fits)."""
     value = _parse(text)
+    if value is _UNPARSED and finish_reason == "length":
+        salvaged = salvage(text)
+        if salvaged is not None and not problems(salvaged, schema):
+            return salvaged, []
     if value is _UNPARSED:
         if finish_reason == "length":
             cut = f"the {limit}-token limit" if limit else "the token limit"
@@ -138,6 +148,79 @@ def _parse(text: str):
         except json.JSONDecodeError:
             pass
     return _UNPARSED
+
+
+def salvage(text: str):
+    """
+    Return the JSON object a cut-off `text` began, closed after its last complete list item; None if none.
+
+    Only whole items are kept: an object, list or string that closed as an
+    item of one of the object's lists. Repeats of an item already kept in the same list are left out (the
+    loop a cut-off reply usually is). Keys, numbers and items cut in half never
+    make it in, and a reply with no complete item salvages nothing.
+    """
+    start = text.find("{")
+    if start < 0:
+        return None
+    stack, in_string, escaped, cut = [], False, False, None
+    for index in range(start, len(text)):
+        char = text[index]
+        if in_string:
+            if escaped:
+                escaped = False
+            elif char == "\\":
+                escaped = True
+            elif char == '"':
+                in_string = False
+                if _whole_item(stack):
+                    cut = (index + 1, "".join(stack))
+            continue
+        if char == '"':
+            in_string = True
+        elif char in "{[":
+            stack.append(char)
+        elif char in "}]":
+            if not stack or "{[".index(stack[-1]) != "}]".index(char):
+                return None
+            stack.pop()
+            if not stack:
+                return None  # the object closed: not a cut-off reply, and _parse already had its chance
+            if _whole_item(stack):
+                cut = (index + 1, "".join(stack))
+    if cut is None:
+        return None
+    end, open_ = cut
+    closing = "".join("}" if each == "{" else "]" for each in reversed(open_))
+    try:
+        value = json.loads(text[start:end] + closing)
+    except json.JSONDecodeError:
+        return None
+    return _without_repeats(value)
+
+
+def _whole_item(stack):
+    """Return whether what just closed is an item of a list the reply's object holds, lists in lists allowed.
+
+    Closing there drops only the items after it and the object's later keys
+    (the schema's required keys catch those); closing inside an item's own
+    object would keep half an item.
+    """
+    return len(stack) >= 2 and all(each == "[" for each in stack[1:])
+
+
+def _without_repeats(value):
+    """Return `value` with each list's repeated items left out (first kept), at every depth."""
+    if isinstance(value, dict):
+        return {key: _without_repeats(item) for key, item in value.items()}
+    if isinstance(value, list):
+        kept, seen = [], set()
+        for item in value:
+            key = json.dumps(item, sort_keys=True)
+            if key not in seen:
+                seen.add(key)
+                kept.append(_without_repeats(item))
+        return kept
+    return value
 
 
 def _ask_again(reasons: list[str], schema: dict) -> str:

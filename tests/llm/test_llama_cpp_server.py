@@ -71,20 +71,16 @@ async def test_three_turns_recorded_with_negotiated_output_counted_tokens_and_no
 ):
     # The state's recording is what this test is about; what the server makes of the minds call is the next test.
     settings.STORYTELLER_RECORD_MINDS = False
-    # A 135M model under a JSON grammar sometimes writes events until its token limit (greedy, so the same prompt
-    # always does): at the real limit that is minutes a recording on two busy cores. A lower one ends it sooner;
-    # what is tested is the path through a real server, and a cut-off reply must be told plainly.
+    # A 135M model under a JSON grammar often writes one event again and again until its token limit (greedy, so
+    # the same prompt always does): at the real limit that is minutes of recording on two busy cores, and a lower
+    # one reaches the same place sooner. The events it finished before the cut are kept (structured.salvage).
     monkeypatch.setattr(recorder, "MAX_TOKENS", 300)
-    chunks, statuses = [], []
+    chunks = []
     for action in ("I knock on the abbey gate.", "I ask the monk about the silver key.", "I follow him inside."):
         result = await play(story, action, chunks.append)
         run = await RecorderRun.objects.aget(node_id=result.node_id)
-        statuses.append(run.status)
-        # Applied: each event is then either applied or refused by the state's own validation, with its reason.
-        # Failed: only because the model's reply was not the JSON asked for, said in words with what to do.
-        assert run.status == RecorderRun.Status.APPLIED or (
-            run.status == RecorderRun.Status.FAILED and "without the JSON that was asked for" in run.error
-            and run.error.endswith("choose a larger narrator model.")), run.error
+        # Recorded: each event is then either applied or refused by the state's own validation, with its reason.
+        assert run.status == RecorderRun.Status.APPLIED, run.error
         assert not TRANSPORT.search(run.error)
         async for event in StateEvent.objects.filter(node_id=result.node_id, status="rejected"):
             assert event.reason

@@ -220,6 +220,9 @@ async def test_a_reply_that_breaks_the_schema_is_asked_for_once_more_with_the_re
     assert 'mood is "furious"; it must be one of "calm", "tense"' in again["messages"][-1]["content"]
 
 
+MOODS = {"type": "object", "required": ["moods"], "properties": {"moods": {"type": "array", "items": MOOD}}}
+
+
 async def test_a_reply_cut_off_by_the_limit_is_asked_for_again_without_its_broken_text(fake_ollama):
     fake_ollama.script_json('{"mood": "calm and " ' + "very " * 50 + '"}', {"mood": "calm"})
     client = OpenAIClient(fake_ollama.url, "smollm2")
@@ -228,6 +231,16 @@ async def test_a_reply_cut_off_by_the_limit_is_asked_for_again_without_its_broke
     again = fake_ollama.bodies("/v1/chat/completions")[-1]["messages"]
     assert again[:-1] == MESSAGES
     assert "cut off by the 20-token limit before its JSON closed" in again[-1]["content"]
+
+
+async def test_a_reply_cut_off_after_whole_items_keeps_them_without_asking_again(fake_ollama):
+    # What SmolLM2 does under llama-cpp-python's grammar: one event again and again until the limit.
+    event = '{"mood": "calm"}'
+    fake_ollama.script_json('{"moods": [' + ", ".join([event] * 30) + "]}")
+    client = OpenAIClient(fake_ollama.url, "smollm2")
+
+    assert await client.complete_json(MESSAGES, MOODS, ChatOptions(num_predict=40)) == {"moods": [{"mood": "calm"}]}
+    assert len(fake_ollama.bodies("/v1/chat/completions")) == 1, "a usable cut-off reply is not asked for again"
 
 
 async def test_a_second_reply_that_breaks_the_schema_fails_in_words(fake_ollama):
