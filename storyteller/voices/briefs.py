@@ -43,6 +43,9 @@ class Given:
     whereabouts: tuple = ()  # where it believes things are (whereabouts.minds_at(...).believes(who)), at most 12
 
 
+LORE = "Lore you know (titles; ask for an entry to read it)"
+
+
 @dataclass(frozen=True)
 class Brief:
     who: str
@@ -52,6 +55,11 @@ class Brief:
     @property
     def text(self):
         return "\n\n".join("\n".join([title, *lines]) for title, lines in self.sections if lines)
+
+    @property
+    def has_lore(self):
+        """Return whether the brief lists lore the character may read (the background question is then asked)."""
+        return any(title == LORE and lines for title, lines in self.sections)
 
     def data(self):
         """Return the brief as it is stored for the inspector (``Round.briefs[who]``)."""
@@ -105,7 +113,7 @@ def compose(state, who, given=Given()):
             known.append(f"{kind.capitalize()}s you know of: {', '.join(shown)}"
                          + (f" (and {len(names) - MAX_KNOWN} more)" if len(names) > MAX_KNOWN else ""))
     sections.append(("What you know of (names only: not where anything is now)", known))
-    sections.append(("Lore you know (titles; ask for an entry to read it)", [f"- {t}" for t in given.lore]))
+    sections.append((LORE, [f"- {t}" for t in given.lore]))
     sections.append(("Your day (plans, not orders)", list(given.agenda)))
     sections.append(("What you can tell of yourself and those here", list(given.variables)))
     announced = list(given.announced)[:MAX_ANNOUNCED]

@@ -53,6 +53,11 @@ When you are asked to narrate, write the story's prose as its narrator, never JS
 
 CHARACTER_RULES = """You are one character of an interactive story, acting for yourself this round. You know only what your brief says: never speak of what you could not know. Answer in your own voice: what you say aloud (speech), what you do (action), where you go (moves_to: a place you know, or ""), the item changes you make, and lore: the title of one lore entry on your list you want to look up first (or ""). Keep it short."""
 
+# Seed 002 实体知识: a character with lore is asked once, at its first answer, whether the moment concerns its own
+# background 「此刻是否涉及自己的背景」; if so it names the entry to read, and answers again with it.
+BACKGROUND_QUESTION = ("Does this moment concern your own background? If it does, put in lore the title of the one "
+                       "entry of your lore list to read before you answer; if not, lore is \"\".")
+
 NARRATE = ("Narrate now, in the story's voice and in prose, the outcome of the player's action and of the rounds "
            "above. The characters' lines are shown to the player already: do not repeat them word for word. Never "
            "state anything the refusals above forbid.")
@@ -210,9 +215,10 @@ async def _character(campaign, path, narrator, state, who, entries, heard, this,
     brief, slots = await database_sync_to_async(_brief)(campaign, path, state, who, entries, "\n".join(heard))
     this.briefs[who] = {**brief.data(), "name": name}
     this.recalled[who] = slots
+    question = f"\n\n{BACKGROUND_QUESTION}" if brief.has_lore else ""
     messages = [{"role": "system", "content": CHARACTER_RULES},
                 {"role": "user", "content": f"{brief.text}\n\nThis round so far:\n" + "\n".join(heard)
-                                            + f"\n\nAnswer as {name}."}]
+                                            + f"{question}\n\nAnswer as {name}."}]
     options = llm.ChatOptions(num_predict=CHARACTER_TOKENS, num_ctx=campaign.context_token_budget, temperature=0.7)
     try:
         reply = await narrator.complete_json(messages, schemas.CHARACTER_REPLY, options)

@@ -14,6 +14,7 @@ from asgiref.sync import sync_to_async
 from campaigns import worldfile
 from campaigns.models import Campaign, Node, Round, StateEvent
 from storyteller import turns
+from storyteller.voices import gm as gm_module
 from storyteller.context import Action
 from tests.campaigns.test_minds import kitchen_document
 
@@ -311,9 +312,22 @@ async def test_a_character_lists_lore_titles_and_asks_for_one_entry_once(owner, 
     sent = [body["messages"] for body in narrator_server.bodies("/api/chat")
             if isinstance(body.get("format"), dict) and "speech" in body["format"]["properties"]]
     assert len(sent) == 2, "one more call with the entry, and no third"
+    assert gm_module.BACKGROUND_QUESTION in sent[0][-1]["content"], "asked at her first answer, as she has lore"
+    assert gm_module.BACKGROUND_QUESTION not in sent[1][-1]["content"], "and only once"
     assert "LORE-BODY Whoever pours from it at midnight" in sent[1][-1]["content"]
     assert not any("LORE-SECRET" in m["content"] for messages in sent for m in messages)
     assert [o["text"] for o in one["outputs"] if o["speaker"] == "mara"] == ["Never pour from it at midnight."]
+
+
+async def test_a_character_without_lore_is_not_asked_about_her_background(owner, narrator_server):
+    campaign = await sync_to_async(game)(owner)
+    narrator_server.script_gm(gm([("Mara", "she is here")]))
+    narrator_server.script_characters(says("Not tonight."))
+    await play(campaign)
+    [sent] = [body["messages"] for body in narrator_server.bodies("/api/chat")
+              if isinstance(body.get("format"), dict) and "speech" in body["format"]["properties"]]
+    assert "Lore you know" not in sent[-1]["content"]
+    assert gm_module.BACKGROUND_QUESTION not in sent[-1]["content"]
 
 
 async def test_a_lorebook_cannot_change_while_a_game_master_turn_plays(owner, narrator_server):
