@@ -46,6 +46,12 @@ class LlamaServer:
         """Return what the server has printed so far."""
         return self.log.read_text(errors="replace")
 
+    def check_running(self):
+        """Fail, with how the server ended and what it printed last, if its process is gone."""
+        if self.process.poll() is not None:
+            pytest.fail(f"llama-cpp-python's server is gone (exit code {self.process.returncode}); it printed "
+                        f"last:\n{self.output()[-2000:]}")
+
     def cpu_seconds(self) -> float:
         """Return the CPU time the server process has used, all its threads together (Linux /proc)."""
         fields = Path(f"/proc/{self.process.pid}/stat").read_text().rsplit(")", 1)[1].split()

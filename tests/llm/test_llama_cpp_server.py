@@ -36,8 +36,11 @@ async def real_narrator(llama_cpp_server, settings):
     settings.STORYTELLER_LLM_API = "openai"
     # A busy machine slows the 135M model tenfold; what is tested here is what the server accepts, not its speed.
     settings.STORYTELLER_RECORDER_TIMEOUT = 600
+    llama_cpp_server.check_running()
     yield llama_cpp_server
     await postturn.settle()
+    # A server that died under a test is the server's failure, not the app's: say so with its own last words.
+    llama_cpp_server.check_running()
 
 
 @pytest.fixture
