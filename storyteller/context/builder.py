@@ -14,6 +14,7 @@ by the checkpoint (seed 001). History is never silently shortened; past the
 high watermark the build raises NeedsCompaction and the turn summarises first.
 """
 
+import json
 from dataclasses import dataclass
 
 from django.db import connection
@@ -298,18 +299,31 @@ def _branch_context(path, lookup, prefix_hash, room, compact_above, headroom=0):
             raise budget.HistoryEntryTooLarge(depth=path.head_depth, needed=used, room=room - headroom)
     rows = list(path.nodes().filter(depth__gt=covered_end).order_by("depth")
                 .values_list("depth", "tokens", "id", "role", "mode", "text"))
+    replies = [pk for _, _, pk, role, _, _ in rows if role != "player"]
     return _Branch(summary, checkpoint, lookup.rejected, rows, room, used, budget.watermarks(room, headroom)[0],
-                   _rounds(path, covered_end))
+                   _rounds(replies))
 
 
-def _rounds(path, covered_end):
-    """Return {reply node id: its game-master rounds} for the verbatim part of ``path`` (after ``covered_end``)."""
+ROUNDS_PER_READ = 500  # node ids in one statement, well under SQLite's bound on parameters
+
+
+def _rounds(replies):
+    """Return {reply node id: its game-master rounds, in order} for the verbatim ``replies``.
+
+    By their ids, through the cursor: through ``path.clause("node__")`` the
+    ORM took 3 ms to build the read of a line with 40 branches, for a table a
+    narrator's campaign leaves empty.
+    """
     found = {}
-    for node_id, number, outputs, resolution in (
-            Round.objects.filter(path.clause("node__"), node__campaign_id=path.campaign_id,
-                                 node__depth__gt=covered_end, kind=Round.Kind.GM)
-            .order_by("node_id", "number").values_list("node_id", "number", "outputs", "resolution")):
-        found.setdefault(node_id, []).append({"number": number, "outputs": outputs, "resolution": resolution})
+    for start in range(0, len(replies), ROUNDS_PER_READ):
+        chunk = replies[start:start + ROUNDS_PER_READ]
+        with connection.cursor() as cursor:
+            cursor.execute(f"SELECT node_id, number, outputs, resolution FROM campaigns_round WHERE kind = %s AND "
+                           f"node_id IN ({', '.join(['%s'] * len(chunk))}) ORDER BY node_id, number",
+                           [Round.Kind.GM, *chunk])
+            for node_id, number, outputs, resolution in cursor.fetchall():
+                found.setdefault(node_id, []).append({"number": number, "outputs": json.loads(outputs),
+                                                      "resolution": json.loads(resolution)})
     return found
 
 
