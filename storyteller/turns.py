@@ -9,7 +9,6 @@ of a reply. The one write a turn may make first is the checkpoint it needs
 
 import asyncio
 import contextlib
-import copy
 import time
 from dataclasses import dataclass
 
@@ -120,12 +119,14 @@ async def _play(campaign_id, action, relay, retry, notify, *, on_voice=None, voi
     report = prepared.ctx.report
     report["usage"] = {"prompt_eval_count": final.prompt_eval_count, "eval_count": final.eval_count,
                        "count_source": final.count_source}
+    tokens = context.node_tokens(Node.Role.NARRATOR, "", text)
     if played is not None:
         report["voices"] = {**played.report, "narration": await gm.narration_step(prepared.narrator, messages, text)}
+        tokens = gm.reply_tokens(played, text)  # as history renders the turn: notes, request, narration
         text = gm.transcript(played, text)
     reply = story.Reply(
         text=text,
-        tokens=context.node_tokens(Node.Role.NARRATOR, "", text),
+        tokens=tokens,
         report=report,
         model=prepared.narrator.model,
         api=prepared.narrator.api,
@@ -216,16 +217,13 @@ def _read(campaign_id, action, retry):
 
 def _build(reading, narrator, queries):
     campaign = reading.campaign
-    if campaign.game_master:
-        # The game master's steps add its rules and the round to this prompt and answer at length: the story
-        # leaves them room, as it leaves the reply its own (the inspector's reserve says how much).
-        campaign = copy.copy(campaign)
-        campaign.max_output_tokens = gm.reserve(reading.campaign.max_output_tokens)
+    # The game master's steps add its rules and the round to this prompt and answer at length: the story leaves
+    # them room, as it leaves the reply its own (the inspector says how much).
+    headroom = gm.headroom(campaign.max_output_tokens) if campaign.game_master else 0
     try:
-        ctx = context.build(campaign, reading.path, reading.action, model=narrator.model, api=narrator.api,
-                            query=queries.knowledge, memory_query=queries.memory, events_query=queries.events)
-        ctx.report["settings"]["num_predict"] = reading.campaign.max_output_tokens
-        return ctx
+        return context.build(campaign, reading.path, reading.action, model=narrator.model, api=narrator.api,
+                             query=queries.knowledge, memory_query=queries.memory, events_query=queries.events,
+                             headroom=headroom)
     except context.NeedsCompaction:
         raise
     except context.ContextOverflow as error:

@@ -100,6 +100,22 @@ def needs_compaction(used, room, mark=HIGH_WATERMARK):
     return used > mark * room
 
 
+def watermarks(room, headroom=0, high=HIGH_WATERMARK):
+    """Return (the share of ``room`` the branch context may fill before it compacts, the share it compacts back
+    to) when the prompt must also keep ``headroom`` tokens free: what a game master's turn adds to it beyond the
+    reply's reserve (its rules, a round's request or notes, a step's longer answer).
+
+    The room the high watermark leaves free takes the headroom first, so the
+    story keeps its whole room while the headroom fits there; past it both
+    marks come down by what is missing, so a compaction still frees as much.
+    With no headroom they are the marks every narrator's prompt has.
+    """
+    if not headroom:
+        return high, LOW_WATERMARK
+    fits = (room - headroom) / room if room > 0 else 0.0
+    return min(high, fits), max(0.0, LOW_WATERMARK - max(0.0, HIGH_WATERMARK - fits))
+
+
 def summary_budget(room, ceiling):
     """Return the most tokens a new summary may take out of ``room`` (never more than ``ceiling``)."""
     return max(0, min(ceiling, int(SUMMARY_SHARE * room)))

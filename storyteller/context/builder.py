@@ -14,12 +14,13 @@ by the checkpoint (seed 001). History is never silently shortened; past the
 high watermark the build raises NeedsCompaction and the turn summarises first.
 """
 
+import json
 from dataclasses import dataclass
 
 from django.db import connection
 
 from campaigns import state as story_state
-from campaigns.models import CanonRule
+from campaigns.models import CanonRule, Round
 from memory import checkpoints
 
 from .. import tokens
@@ -60,13 +61,32 @@ def message_for(role, mode, text):
     return {"role": "assistant", "content": text}
 
 
-def node_tokens(role, mode, text):
-    """Return the token count stored on a node at commit, so builds never re-count history."""
-    return tokens.count(message_for(role, mode, text)["content"])
+def messages_for(role, mode, text, rounds=()):
+    """Return the chat messages a stored node becomes in the prompt: one, but a game master's reply (one with
+    its ``rounds``) reads as its narration's prompt had it — the game master's notes on the rounds, the request
+    to narrate, then the narration — so the next turn's prompt starts with the whole of the narration's."""
+    if role == "player" or not rounds:
+        return [message_for(role, mode, text)]
+    narration = layers.narration_of(rounds)
+    return [*notes_messages(rounds), {"role": "assistant", "content": text if narration is None else narration}]
+
+
+def notes_messages(rounds):
+    """Return what a game master's turn adds after the player's action for its narration: its notes on
+    ``rounds`` (as the game master's own message) and the request to narrate."""
+    return [{"role": "assistant", "content": layers.render_notes(rounds)},
+            {"role": "user", "content": layers.NARRATE_REQUEST}]
+
+
+def node_tokens(role, mode, text, rounds=()):
+    """Return the token count stored on a node at commit, so builds never re-count history: a game master's
+    reply counts its notes, its request and their messages' overhead too (``messages_for``)."""
+    messages = messages_for(role, mode, text, rounds)
+    return sum(tokens.count(m["content"]) for m in messages) + (len(messages) - 1) * budget.MESSAGE_OVERHEAD
 
 
 def build(campaign, path, action, *, model="", api="", seed=None, query=None, memory_query=None, events_query=None,
-          compact_above=budget.HIGH_WATERMARK):
+          compact_above=budget.HIGH_WATERMARK, headroom=0):
     """Return the Context for ``action`` played after the end of ``path``.
 
     ``query`` is the knowledge query, embedded before the build when semantic
@@ -77,7 +97,9 @@ def build(campaign, path, action, *, model="", api="", seed=None, query=None, me
     when the summary and verbatim history pass ``compact_above`` of the room left for them
     (the caller summarises and builds again); ``HistoryEntryTooLarge`` when the newest
     passage alone does not fit. ``events_query`` is the events section's query, embedded
-    the same way.
+    the same way. ``headroom`` is what the prompt must keep free beyond the reply's reserve
+    (a game master's turn, ``voices.gm.headroom``): it comes out of the room the high watermark
+    leaves free first (``budget.watermarks``), so the story keeps its length while it fits.
     """
     stable, has_knowledge, standing_dropped = _stable_prefix(campaign)
     system_text = "\n\n".join(section.text for section in stable)
@@ -97,6 +119,9 @@ def build(campaign, path, action, *, model="", api="", seed=None, query=None, me
         tokens.count(system_text) + tokens.count(tail_text) + 2 * budget.MESSAGE_OVERHEAD
     )
     allowance = budget.history_allowance(campaign.context_token_budget, campaign.max_output_tokens, protected)
+    if headroom > allowance:
+        raise budget.ContextOverflow(protected + headroom, protected + allowance, campaign.context_token_budget,
+                                     budget.reply_reserve(campaign.max_output_tokens))
     found, knowledge_report = [], None
     if has_knowledge:
         found, knowledge_report = knowledge.retrieved_sections(
@@ -107,14 +132,17 @@ def build(campaign, path, action, *, model="", api="", seed=None, query=None, me
     knowledge_tokens = sum(section.tokens + 1 for section in found)
     allowance -= knowledge_tokens
 
-    branch = _branch_context(path, lookup, stable_hash, allowance, compact_above)
-    history, history_messages = _history_section(branch.rows)
+    branch = _branch_context(path, lookup, stable_hash, allowance, compact_above, headroom)
+    history, history_messages = _history_section(branch.rows, branch.rounds)
     summary_messages = [{"role": "system", "content": branch.summary.text}] if branch.summary else []
 
     messages = [{"role": "system", "content": system_text}, *summary_messages, *history_messages,
                 {"role": "user", "content": tail_text}]
     sections = [*stable, *([branch.summary] if branch.summary else []), history, *tail]
     report = _report(campaign, path, action, sections, protected, allowance, history, [], model, api, seed)
+    if headroom:
+        report["budget"]["game_master_headroom"] = headroom
+        report["budget"]["unused"] -= headroom
     _report_branch(report, branch, history)
     _report_state(report)
     report["memories"] = memory_report
@@ -234,9 +262,11 @@ class _Branch:
     rows: list
     room: int
     used: int
+    high: float  # the share of ``room`` a turn's branch context may fill (``budget.watermarks``)
+    rounds: dict  # reply node id -> its game-master rounds (dicts), in order
 
 
-def _branch_context(path, lookup, prefix_hash, room, compact_above):
+def _branch_context(path, lookup, prefix_hash, room, compact_above, headroom=0):
     """Return the summary and verbatim history for ``path`` within ``room`` tokens, or raise.
 
     ``lookup`` is the checkpoint lookup for the prompt's stable prefix (``prefix_hash``). Every
@@ -256,19 +286,45 @@ def _branch_context(path, lookup, prefix_hash, room, compact_above):
     verbatim_cost = (head_through - through.get(covered_end, 0)
                      + (path.head_depth - covered_end) * budget.MESSAGE_OVERHEAD)
     used = summary_cost + verbatim_cost
-    if budget.needs_compaction(used, room, compact_above):
+    mark, low = budget.watermarks(room, headroom, compact_above)
+    if budget.needs_compaction(used, room, mark):
         uncovered = path.nodes().filter(depth__gt=covered_end, depth__lt=path.head_depth).order_by("depth")
         allowed = budget.summary_budget(room, checkpoints.MAX_SUMMARY_TOKENS)
         point = budget.compaction_point(uncovered.values_list("depth", "tokens_through"), path.head_depth,
-                                        head_through, int(budget.LOW_WATERMARK * room) - allowed)
+                                        head_through, int(low * room) - allowed)
         if point is not None:
             plan = budget.Compaction(path, point, allowed, prefix_hash, covered_end)
-            raise budget.NeedsCompaction(plan, used=used, room=room, mark=compact_above)
-        if used > room:
-            raise budget.HistoryEntryTooLarge(depth=path.head_depth, needed=used, room=room)
+            raise budget.NeedsCompaction(plan, used=used, room=room, mark=mark)
+        if used > room - headroom:
+            raise budget.HistoryEntryTooLarge(depth=path.head_depth, needed=used, room=room - headroom)
     rows = list(path.nodes().filter(depth__gt=covered_end).order_by("depth")
                 .values_list("depth", "tokens", "id", "role", "mode", "text"))
-    return _Branch(summary, checkpoint, lookup.rejected, rows, room, used)
+    replies = [pk for _, _, pk, role, _, _ in rows if role != "player"]
+    return _Branch(summary, checkpoint, lookup.rejected, rows, room, used, budget.watermarks(room, headroom)[0],
+                   _rounds(replies))
+
+
+ROUNDS_PER_READ = 500  # node ids in one statement, well under SQLite's bound on parameters
+
+
+def _rounds(replies):
+    """Return {reply node id: its game-master rounds, in order} for the verbatim ``replies``.
+
+    By their ids, through the cursor: through ``path.clause("node__")`` the
+    ORM took 3 ms to build the read of a line with 40 branches, for a table a
+    narrator's campaign leaves empty.
+    """
+    found = {}
+    for start in range(0, len(replies), ROUNDS_PER_READ):
+        chunk = replies[start:start + ROUNDS_PER_READ]
+        with connection.cursor() as cursor:
+            cursor.execute(f"SELECT node_id, number, outputs, resolution FROM campaigns_round WHERE kind = %s AND "
+                           f"node_id IN ({', '.join(['%s'] * len(chunk))}) ORDER BY node_id, number",
+                           [Round.Kind.GM, *chunk])
+            for node_id, number, outputs, resolution in cursor.fetchall():
+                found.setdefault(node_id, []).append({"number": number, "outputs": json.loads(outputs),
+                                                      "resolution": json.loads(resolution)})
+    return found
 
 
 def _tokens_through(path, depths):
@@ -289,8 +345,9 @@ def _tokens_through(path, depths):
         return dict(cursor.fetchall())
 
 
-def _history_section(rows):
-    messages = [message_for(role, mode, text) for _, _, _, role, mode, text in rows]
+def _history_section(rows, rounds):
+    messages = [message for _, _, pk, role, mode, text in rows
+                for message in messages_for(role, mode, text, rounds.get(pk, ()))]
     text = "\n\n".join(f"[{m['role']}] {m['content']}" for m in messages)
     section = Section(
         "history", "Recent story (active lineage, verbatim)", "Level 3 accepted history", BRANCH_CONTEXT, text,
@@ -323,7 +380,7 @@ def _report_branch(report, branch, history):
     spent["summary_tokens"] = summary_cost
     spent["branch_allowance"] = branch.room
     spent["branch_tokens"] = summary_cost + history.tokens
-    spent["high_watermark"] = int(budget.HIGH_WATERMARK * branch.room)
+    spent["high_watermark"] = int(branch.high * branch.room)
     spent["prompt_tokens"] += summary_cost
     spent["unused"] -= summary_cost
 

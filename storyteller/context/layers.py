@@ -73,6 +73,52 @@ def render_action(mode, text):
     return template.format(text=text.strip())
 
 
+# A game master's turn (storyteller.voices.gm) reads the same in its narration's prompt and, afterwards, in
+# history: the player's action, the game master's notes on its rounds as its own message, this request, then the
+# narration. So the next turn's prompt starts with the whole of the narration's (the prefix-reuse gate).
+NARRATE_REQUEST = "Narrate the turn."
+GM_SPEAKER = "gm"  # the narration's speaker in a round's outputs (voices.rounds.GM)
+
+
+def render_notes(rounds):
+    """Return the game master's notes on a turn: each round's lines (who said and did what), who stayed silent,
+    what was refused or not activated and why, and what the world author did.
+
+    ``rounds`` are the turn's game-master rounds as stored (``Round`` rows as dicts: ``number``, ``outputs``,
+    ``resolution``), in order; the narration among the outputs is not a note.
+    """
+    lines = ["The game master's notes on this turn:"]
+    for played in rounds:
+        resolution = played.get("resolution") or {}
+        notes = []
+        for output in played.get("outputs") or []:
+            if output.get("speaker") == GM_SPEAKER:
+                continue
+            if output.get("failed"):
+                notes.append(f"- {output['name']} stayed silent")
+            elif output.get("text") or output.get("action"):
+                notes.append(f"- {output['name']}" + (f" said: “{output['text']}”" if output.get("text") else "")
+                             + (f" ({output['action']})" if output.get("action") else ""))
+        notes += [f"- refused: {where}: {reason}" for where, reason in resolution.get("refused") or []]
+        notes += [f"- refused ({tried.get('who', '')}): {where}: {reason}"
+                  for tried in resolution.get("characters") or [] for where, reason in tried.get("refused") or []]
+        notes += [f"- not activated ({name}): {reason}" for name, reason in resolution.get("not_activated") or []]
+        notes += [_author_note(asked) for asked in resolution.get("author") or []]
+        lines += [f"Round {played['number']}:", *(notes or ["- no one else acted"])]
+    return "\n".join(lines)
+
+
+def _author_note(asked):
+    said = asked.get("reason") or (f"reuse {asked['reuse']}" if asked.get("reuse") else "")
+    return f"- the world author {asked['status']}" + (f": {said}" if said else "")
+
+
+def narration_of(rounds):
+    """Return the narration stored in a turn's rounds (the last round's last output), or None."""
+    outputs = (rounds[-1].get("outputs") or []) if rounds else []
+    return outputs[-1]["text"] if outputs and outputs[-1].get("speaker") == GM_SPEAKER else None
+
+
 def render_direction(direction):
     return (
         "One-turn direction from the player (out of character; follow it for this reply only, "

@@ -371,7 +371,7 @@ def voice_default(schema: dict, messages: list):
     """Return the unscripted answer of a game-master or character step, so a multi-voice turn plays by itself.
 
     The game master activates everyone its prompt lists with the player
-    (``With the player: A; B``) and narrates after that round; a
+    (``Round 1 of 3 at Kitchen, with: A; B.``) and narrates after that round; a
     character says who it is, where it believes the first thing its brief
     lists is, and the first thing it remembers. Any
     other schema: None (the smallest matching JSON).
@@ -380,8 +380,8 @@ def voice_default(schema: dict, messages: list):
     last = str(messages[-1].get("content") or "") if messages else ""
     if "activate_characters" in properties:
         answer = example_for(schema)
-        found = re.findall(r"^With the player: (.+)$", last, re.MULTILINE)
-        names = [n.strip() for n in found[-1].split(";") if n.strip() and n.strip() != "none"] if found else []
+        found = re.findall(r"^Round \d+ of \d+.*?, with: (.+)\.$", last, re.MULTILINE)
+        names = [n.strip() for n in found[-1].split(";") if n.strip() and n.strip() != "no one"] if found else []
         answer["activate_characters"] = [{"who": n, "why": "they are here"} for n in names[:8]]
         answer["narrate"] = True
         return json.dumps(answer)

@@ -11,11 +11,16 @@ next step's tail. ``turns`` streams the narration and commits everything
 once (``commit``).
 
 Every prompt of the game master keeps the narrator's prompt as it is —
-stable prefix, summary, history — with the game master's rules added to its
-system message and the round's news to its last message only, so a model
-server reuses its cache across steps and turns (the 200-turn prefix-reuse
-gate); the story leaves that room (``reserve``). No model call is made on
-the database thread or inside a transaction; the reads go through
+stable prefix, summary, history — with the game master's rules (every
+constant instruction) added to its system message: a step adds only its
+short request to the last message (``step_messages``), and the narration
+adds the game master's notes on the rounds as its own message and a short
+request to narrate (``narration_messages``). History renders a past game
+master's turn exactly so (``context.messages_for``), so the next turn's
+prompt starts with the whole of the last narration's and a model server
+reuses its cache across steps and turns (the 200-turn prefix-reuse gate);
+the story leaves that room (``headroom``). No model call is made on the
+database thread or inside a transaction; the reads go through
 ``database_sync_to_async``.
 """
 
@@ -30,7 +35,7 @@ from campaigns.state import (PROTAGONIST, agenda, apply_events, authoring, calen
 from campaigns.state.authoring import Request
 from memory import recall, recall_index
 
-from .. import llm, tokens
+from .. import context, llm, tokens
 from . import author, briefs, resolution, rounds, schemas
 from .limits import limits_of
 
@@ -44,12 +49,12 @@ NARRATION_TOKENS = 120
 # narration's notes (a round's lines and refusals) — a few hundred tokens.
 TAIL_TOKENS = 400
 
-GM_RULES = """This story is played by a game master and its characters. When you are asked for a game master's step, answer its JSON:
+GM_RULES = """This story is played by a game master and its characters. A message that ends with a round's request — "Round N of M at <where the player's character is>, with: <the characters there>." (M: the most rounds this turn may have), then what happened since your last step — asks for your step as game master: answer its JSON.
 - resolve_round.actors: what the player's character and the characters did that changes the world (a move to a place, item changes, variable changes), each under its exact name; empty when nothing changes.
 - activate_characters: who reacts in this round (only characters with the player, never the player's character), each with a short reason.
 - expand_world: ask for a new person, place or thing only when the story truly needs it; otherwise leave need empty.
 - narrate: true when the round's outcome should now be told to the player; false to let another round play.
-When you are asked to narrate, write the story's prose as its narrator, never JSON."""
+When you are asked to narrate the turn, write as the story's narrator, in prose and never JSON, the outcome of the player's action and of the rounds in your notes. The characters' lines are shown to the player already: do not repeat them word for word. Never state anything a refusal in your notes forbids."""
 
 CHARACTER_RULES = """You are one character of an interactive story, acting for yourself this round. You know only what your brief says: never speak of what you could not know. Answer in your own voice: what you say aloud (speech), what you do (action), where you go (moves_to: a place you know, or ""), the item changes you make, and lore: the title of one lore entry on your list you want to look up first (or ""). Keep it short."""
 
@@ -57,10 +62,6 @@ CHARACTER_RULES = """You are one character of an interactive story, acting for y
 # background 「此刻是否涉及自己的背景」; if so it names the entry to read, and answers again with it.
 BACKGROUND_QUESTION = ("Does this moment concern your own background? If it does, put in lore the title of the one "
                        "entry of your lore list to read before you answer; if not, lore is \"\".")
-
-NARRATE = ("Narrate now, in the story's voice and in prose, the outcome of the player's action and of the rounds "
-           "above. The characters' lines are shown to the player already: do not repeat them word for word. Never "
-           "state anything the refusals above forbid.")
 
 
 @dataclass
@@ -111,10 +112,6 @@ async def play(campaign, path, ctx, narrator, *, on_voice=None):
     limits = limits_of(campaign)
     state = await database_sync_to_async(_read)(campaign, path, _action_line(ctx))
     entries = await database_sync_to_async(_lore_entries)(campaign, state)
-    # The game master's rules join the stable prefix (the system message), so every step and the narration
-    # share it and the history with the previous turn's; only the round's news is new (the prefix-reuse gate).
-    head = with_rules(ctx.messages)
-    last = ctx.messages[-1]["content"]
     done, played, proposals, rolls, news, applied = [], [], [], [], [], []
     report = {"rounds": [], "author": []}
     activation = None
@@ -128,8 +125,7 @@ async def play(campaign, path, ctx, narrator, *, on_voice=None):
         tail, present = await database_sync_to_async(_round_view)(round_state, planned.number, limits.max_rounds,
                                                                     news)
         try:
-            step = await narrator.complete_json([*head, {"role": "user", "content": f"{last}\n\n{tail}"}],
-                                                schemas.GM_ROUND, options)
+            step = await narrator.complete_json(step_messages(ctx.messages, tail), schemas.GM_ROUND, options)
         except llm.NarratorError as error:
             raise StepFailed(f"The game master's step of round {planned.number} failed: {error}") from error
         news = []
@@ -138,10 +134,12 @@ async def play(campaign, path, ctx, narrator, *, on_voice=None):
         applied += resolved.applied()
         news += [f"Refused ({where}): {reason}" for where, reason in resolved.refused]
         rolls += [{**roll, "round": planned.number} for roll in step.get("rolls") or []]
+        asked_author = []
         if (step.get("expand_world") or {}).get("need"):
             proposal = await _expand_world(campaign, path, narrator, step["expand_world"], applied, proposals, limits)
-            report["author"].append({"round": planned.number, "status": proposal.status, "reason": proposal.reason,
-                                     "reuse": proposal.reuse, "created": list(proposal.created)})
+            asked_author.append({"status": proposal.status, "reason": proposal.reason, "reuse": proposal.reuse,
+                                 "created": list(proposal.created)})
+            report["author"].append({"round": planned.number, **asked_author[-1]})
             news.append(f"The world author {proposal.status}: {proposal.reason or proposal.reuse}")
             if proposal.status == "created":
                 proposals.append(proposal)
@@ -159,6 +157,8 @@ async def play(campaign, path, ctx, narrator, *, on_voice=None):
                            resolved.applied(), resolved.travel_seconds, resolved.elapsed_seconds, tail, step)
         if activation.refused:
             this.resolution["not_activated"] = [list(r) for r in activation.refused]
+        if asked_author:
+            this.resolution["author"] = asked_author
         if on_voice is not None:
             await on_voice("round", {"number": planned.number, "activated": this.activated})
         heard = [f"The player's character ({round_state.name_of(PROTAGONIST)}) acted: {_action_line(ctx)}"]
@@ -173,10 +173,12 @@ async def play(campaign, path, ctx, narrator, *, on_voice=None):
                                  "not_activated": this.resolution.get("not_activated", [])})
         if step.get("narrate"):
             break
-    narration = "\n\n".join([last, _outcome(round_state, played, news), NARRATE])
-    report["narration_tail"] = narration[len(last) + 2:]
+    # The notes come from the rounds as they will be stored, so history renders them again byte for byte; they say
+    # every round's lines and refusals, the last round's news included.
+    notes = [this.row() for this in played]
+    report["narration_tail"] = "\n\n".join(f"[{m['role']}] {m['content']}" for m in context.notes_messages(notes))
     elapsed = _time_rounds(campaign, state, played)
-    return Played(played, [*head, {"role": "user", "content": narration}], proposals, rolls, report, elapsed)
+    return Played(played, narration_messages(ctx.messages, notes), proposals, rolls, report, elapsed)
 
 
 def _time_rounds(campaign, state, played):
@@ -379,46 +381,53 @@ def _gm_tail(state, number, most, news):
     name = state.name_of
     place = state.place()
     here = [key for key in state.at(place) if key != PROTAGONIST and world.kind_of(state, key) == "character"]
-    lines = [step_request(number, most, name(PROTAGONIST), name(place) if place else "", [name(k) for k in here])]
+    lines = [step_request(number, most, name(place) if place else "", [name(k) for k in here])]
     if news:
         lines += ["Since your last step:", *(f"- {line}" for line in news)]
     return "\n".join(lines)
 
 
-def step_request(number, most, player, place, names):
-    """Return the line that asks for a game master's step (the bench lays out its prompts with it too)."""
-    return (f"Game master's step. Round {number} of at most {most}. The player's character: {player}"
-            + (f", at {place}" if place else "") + ".\nWith the player: " + ("; ".join(names) or "none"))
+def step_request(number, most, place, names):
+    """Return the line that asks for a game master's step: terse, since it is new in every step's prompt (no
+    cache holds it); ``GM_RULES`` say what it means and what a step answers."""
+    return (f"Round {number} of {most}" + (f" at {place}" if place else "") + ", with: "
+            + ("; ".join(names) or "no one") + ".")
 
 
-def reserve(max_output_tokens):
-    """Return the tokens a game master's turn keeps free of the story: the longest answer (a step's or the
-    narration's), the game master's rules and a round's tail."""
-    return max(max_output_tokens, GM_TOKENS) + tokens.count(GM_RULES) + TAIL_TOKENS
+def headroom(max_output_tokens):
+    """Return the tokens a game master's turn keeps free in its prompt beyond the narration's reserve
+    (``max_output_tokens``): the game master's rules, a round's tail and a step's longer answer.
+
+    The story's builder takes them from the room its high watermark leaves
+    free first (``context.build(headroom=)``), so while they fit there a game
+    master's story is as long as a narrator's, and its prompts as long.
+    """
+    return max(max_output_tokens, GM_TOKENS) - max_output_tokens + tokens.count(GM_RULES) + TAIL_TOKENS
 
 
 def with_rules(messages):
-    """Return the narrator's ``messages`` but the last, the game master's rules added to their system message."""
-    system, *story = messages[:-1]
+    """Return the narrator's ``messages``, the game master's rules added to their system message (the stable
+    prefix every step and narration share with the previous turn's)."""
+    system, *story = messages
     return [{"role": "system", "content": f"{system['content']}\n\n{GM_RULES}"}, *story]
+
+
+def step_messages(messages, request):
+    """Return a game master's step's prompt: the narrator's ``messages`` with the rules, ``request`` (the step's
+    request and news, ``_gm_tail``) at the end of their last message."""
+    *head, last = with_rules(messages)
+    return [*head, {"role": "user", "content": f"{last['content']}\n\n{request}"}]
+
+
+def narration_messages(messages, rounds):
+    """Return the narration's prompt: the narrator's ``messages`` with the rules, then the game master's notes on
+    ``rounds`` (as stored) and the request to narrate, as history will render the turn (``context.messages_for``)."""
+    return [*with_rules(messages), *context.notes_messages(rounds)]
 
 
 def _action_line(ctx):
     action = ctx.report.get("action") or {}
     return action.get("text") or ctx.messages[-1]["content"].rsplit("\n", 1)[-1][:300]
-
-
-def _outcome(state, played, news):
-    lines = ["What happened this turn (the game master's notes):"]
-    for this in played:
-        lines.append(f"Round {this.number}:")
-        for output in this.outputs:
-            if output["text"] or output["action"]:
-                lines.append(f"- {output['name']}" + (f" said: “{output['text']}”" if output["text"] else "")
-                             + (f" ({output['action']})" if output["action"] else ""))
-        lines += [f"- refused: {where}: {reason}" for where, reason in this.resolution.get("refused", [])]
-    lines += [f"- {line}" for line in news]
-    return "\n".join(lines)
 
 
 async def narration_step(narrator, messages, narration):
@@ -446,6 +455,19 @@ def transcript(played, narration):
     return "\n\n".join([*lines, narration]) if lines else narration
 
 
+def stored(played, narration):
+    """Return the rounds of ``played`` as they are stored: the last one's outputs end with the narration."""
+    rows = [this.row() for this in played.rounds]
+    rows[-1] = {**rows[-1], "outputs": [*rows[-1]["outputs"],
+                                        {"speaker": rounds.GM, "name": "", "text": narration, "action": ""}]}
+    return rows
+
+
+def reply_tokens(played, narration):
+    """Return the reply node's token count: the turn as history renders it (notes, request, narration)."""
+    return context.node_tokens("narrator", "", transcript(played, narration), stored(played, narration))
+
+
 def commit(node, played, narration):
     """Write the rounds of ``played`` under reply ``node``, with their events, in the caller's transaction.
 
@@ -453,9 +475,7 @@ def commit(node, played, narration):
     master's rights (source ``world``), then the world author's created
     proposals; the last round's outputs end with the narration.
     """
-    rows = [Round(node=node, **this.row()) for this in played.rounds]
-    rows[-1].outputs = [*rows[-1].outputs, {"speaker": rounds.GM, "name": "", "text": narration, "action": ""}]
-    Round.objects.bulk_create(rows)
+    Round.objects.bulk_create([Round(node=node, **row) for row in stored(played, narration)])
     events = [event for this in played.rounds for event in this.events] + [_roll(roll) for roll in played.rolls]
     if events:
         # In round order, as they were resolved, then the dice the game master called for (seeded by the

@@ -61,3 +61,13 @@ def test_there_is_no_compaction_point_when_only_the_newest_node_is_uncovered():
 def test_a_summary_may_take_a_fifth_of_the_room_up_to_its_ceiling():
     assert budget.summary_budget(1000, 1200) == 200
     assert budget.summary_budget(100_000, 1200) == 1200
+
+
+def test_a_game_masters_headroom_comes_out_of_the_room_above_the_high_watermark_first():
+    assert budget.watermarks(3000, 0) == (budget.HIGH_WATERMARK, budget.LOW_WATERMARK)
+    assert budget.watermarks(3000, 900) == (budget.HIGH_WATERMARK, budget.LOW_WATERMARK), "900 fit in 30% of 3,000"
+    high, low = budget.watermarks(3000, 1200)
+    assert high == pytest.approx(0.6) and low == pytest.approx(0.35), "both marks come down by what did not fit"
+    assert high * 3000 + 1200 == pytest.approx(3000), "at the mark the headroom still fits"
+    assert budget.watermarks(3000, 1200, high=0.5) == (0.5, pytest.approx(0.35))
+    assert budget.watermarks(1000, 2000) == (pytest.approx(-1.0), 0.0), "no room: every story compacts, then fails"

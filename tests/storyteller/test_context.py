@@ -117,3 +117,33 @@ def test_nothing_of_the_story_is_reported_dropped_it_is_summarised(campaign):
     start, end = ctx.report["history"]["covered"]
     assert (start, end + 1 + len(history["components"])) == (0, 61)
     assert not [d for d in ctx.report["dropped"] if d["key"] == "history"]
+
+
+def test_a_game_masters_headroom_keeps_the_story_as_long_while_it_fits_above_the_high_watermark(campaign):
+    from storyteller.context import NeedsCompaction
+
+    def with_headroom(headroom):
+        return context.build(campaign, lineage.path_of(campaign), Action(mode="do", text="look around"),
+                             headroom=headroom)
+
+    plain = build(campaign)
+    spent = plain.report["budget"]
+    room = spent["branch_allowance"]
+    fits = int((1 - budget.HIGH_WATERMARK) * room)
+    kept = with_headroom(fits)
+    assert kept.messages == plain.messages, "a headroom that fits above the high watermark changes nothing sent"
+    assert kept.report["budget"]["game_master_headroom"] == fits
+    assert kept.report["budget"]["unused"] == spent["unused"] - fits
+    assert kept.report["budget"]["high_watermark"] == spent["high_watermark"]
+    # Past it, the story compacts sooner: by what the headroom needs beyond the room the watermark leaves.
+    half = with_headroom(room // 2).report["budget"]
+    assert half["high_watermark"] == int((room - room // 2) / room * room)
+    turn = 0
+    while build(campaign).report["budget"]["branch_tokens"] <= half["high_watermark"]:
+        act(campaign, f"walk further {turn}", "You walk on through the long wet grass. " * 6)
+        turn += 1
+    assert build(campaign).report["checkpoint"] is None, "the narrator's prompt needs no summary yet"
+    with pytest.raises(NeedsCompaction):
+        with_headroom(room // 2)
+    with pytest.raises(ContextOverflow, match="context_token_budget"):
+        with_headroom(room + 1)

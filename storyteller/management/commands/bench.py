@@ -877,13 +877,15 @@ def _measure_prefix_reuse(turns, layout="narrator"):
     """Play ``turns`` turns (a summary written by hand stands in for the summariser); measure what each prompt
     shares with the previous one.
 
-    With the ``"game master"`` layout each turn sends two prompts laid out as
-    ``voices.gm`` lays them out — the game master's step, then the
-    narration, both the narrator's prompt with the game master's rules in the
-    system message and their request in the last — and each reply committed
-    is a game master's: the characters' lines, then the narration. Both
-    medians are given: over every prompt, and turn to turn (each step against
-    the previous turn's narration).
+    With the ``"game master"`` layout each turn is a game master's, laid out
+    and committed by ``voices.gm``'s own functions (a round in which two
+    characters speak): the prompt built with its headroom (``gm.headroom``),
+    the step's prompt (``gm.step_messages``), the narration's
+    (``gm.narration_messages``), the reply's text and tokens
+    (``gm.transcript``, ``gm.reply_tokens``) and its rounds (``gm.commit``),
+    which history renders again (``context.messages_for``). Both medians are
+    given: over every prompt, and turn to turn (each step against the
+    previous turn's narration).
     """
     from django.contrib.auth import get_user_model
 
@@ -902,31 +904,30 @@ def _measure_prefix_reuse(turns, layout="narrator"):
     last_checkpoint = None
     for turn in range(turns):
         action = context.Action(mode="do", text=ACTIONS[turn % 4])
+        headroom = gm.headroom(campaign.max_output_tokens) if layout == "game master" else 0  # as a turn builds
         started = time.perf_counter()
         try:
-            ctx = context.build(campaign, lineage.path_of(campaign), action)
+            ctx = context.build(campaign, lineage.path_of(campaign), action, headroom=headroom)
         except context.NeedsCompaction as need:
             plan = need.plan
             checkpoints.write(plan.path, plan.through, f"Edrin's story through depth {plan.through}. " * 8,
                               plan.prefix_hash)
-            ctx = context.build(campaign, lineage.path_of(campaign), action)
+            ctx = context.build(campaign, lineage.path_of(campaign), action, headroom=headroom)
         builds.append(time.perf_counter() - started)
         prompts = [ctx.messages]
         if layout == "game master":
-            # As voices.gm lays them out: the game master's step, then the narration (a round of two characters).
-            head, last = gm.with_rules(ctx.messages), ctx.messages[-1]["content"]
-            step = gm.step_request(1, 3, "Edrin", "the square", ["Mara", "Aldric"])
-            outcome = ("What happened this turn (the game master's notes):\nRound 1:\n- Mara said: “Not tonight.”\n"
-                       "- Aldric said: “Let him look.”")
-            prompts = [[*head, {"role": "user", "content": f"{last}\n\n{step}"}],
-                       [*head, {"role": "user", "content": f"{last}\n\n{outcome}\n\n{gm.NARRATE}"}]]
+            played = _gm_played(ctx)
+            prompts = [gm.step_messages(ctx.messages, gm.step_request(1, 3, "the square", ["Mara", "Aldric"])),
+                       played.narration_messages]
         checkpoint = (ctx.report["checkpoint"] or {}).get("id")
         for n, messages in enumerate(prompts):
             current = _rendered(messages)
             if previous is not None:
                 if n == 0:
                     rotations += checkpoint != last_checkpoint
-                    breaks += not current.startswith(_rendered(previous[:-1]))
+                    # A game master's step starts with the whole of the last narration's prompt (history renders
+                    # the turn as it had it); a narrator's with all of the last prompt but its tail.
+                    breaks += not current.startswith(_rendered(previous if layout == "game master" else previous[:-1]))
                 common = len(_common_prefix(_rendered(previous), current))
                 shares.append(tokens.count(current[:common]) / tokens.count(current))
                 if n == 0:
@@ -934,13 +935,18 @@ def _measure_prefix_reuse(turns, layout="narrator"):
             previous = messages
         last_checkpoint = checkpoint
         text = f"{REPLIES[turn % 4]} ({turn})"
+        reply = story.Reply(text=text, tokens=context.node_tokens("narrator", "", text), report={}, model="bench",
+                            api="bench")
         if layout == "game master":
-            text = f"Mara: “Not tonight.”\n\nAldric: “Let him look.”\n\n{text}"
-        story.commit_turn(campaign.pk, (campaign.head_branch_id, campaign.head_depth),
-                          story.PlayerAction(mode="do", text=action.text,
-                                             tokens=context.node_tokens("player", "do", action.text)),
-                          story.Reply(text=text, tokens=context.node_tokens("narrator", "", text),
-                                      report={}, model="bench", api="bench"))
+            reply = story.Reply(text=gm.transcript(played, text), tokens=gm.reply_tokens(played, text), report={},
+                                model="bench", api="bench")
+        with transaction.atomic():
+            node = story.commit_turn(campaign.pk, (campaign.head_branch_id, campaign.head_depth),
+                                     story.PlayerAction(mode="do", text=action.text,
+                                                        tokens=context.node_tokens("player", "do", action.text)),
+                                     reply)
+            if layout == "game master":
+                gm.commit(node, played, text)
         campaign.refresh_from_db()
     name = "prefix reuse" if layout == "narrator" else "prefix reuse, GM"
     note = (f"reused share median {statistics.median(shares):.1%}, min {min(shares):.1%}; "
@@ -955,6 +961,19 @@ def _measure_prefix_reuse(turns, layout="narrator"):
     if steps:
         row.update({"turn_to_turn_median": statistics.median(steps), "turn_to_turn_min": min(steps)})
     return row
+
+
+def _gm_played(ctx):
+    """Return a game master's turn after ``ctx`` as ``voices.gm.play`` returns it: one round in which Mara and
+    Aldric speak, its narration's prompt laid out by ``gm.narration_messages``."""
+    from storyteller.voices import gm
+
+    spoken = [("mara", "Mara", "Not tonight."), ("aldric", "Aldric", "Let him look.")]
+    this = gm.RoundPlayed(1, {"actors": [], "refused": []},
+                          [{"who": key, "name": name, "why": "they are here"} for key, name, _ in spoken],
+                          [{"speaker": key, "name": name, "text": line, "action": ""} for key, name, line in spoken],
+                          {}, [])
+    return gm.Played([this], gm.narration_messages(ctx.messages, [this.row()]), [], [], {})
 
 
 def _rendered(messages):

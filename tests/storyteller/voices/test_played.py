@@ -109,7 +109,7 @@ async def test_a_turn_stops_at_max_rounds_and_counts_a_round_of_the_players_move
     played = await rounds_of(result.node_id)
     assert [(r["number"], [a["who"] for a in r["activated"]]) for r in played] == [(1, []), (2, ["mara"])]
     assert len(gm_prompts(narrator_server)) == 2, "no third step: the player's move alone counted as a round"
-    assert "Round 2 of at most 2." in gm_prompts(narrator_server)[1]
+    assert "Round 2 of 2 at Kitchen, with:" in gm_prompts(narrator_server)[1]
 
 
 async def test_activation_past_the_bounds_is_refused_with_the_reason_and_told_to_the_game_master(
@@ -358,14 +358,18 @@ async def test_a_lorebook_cannot_change_while_a_game_master_turn_plays(owner, na
 
 
 async def test_the_story_leaves_the_game_master_room_for_its_rules_round_and_answer(owner, narrator_server):
+    from storyteller import tokens
     from storyteller.context import budget
     from storyteller.voices import gm as game_master
 
     campaign = await sync_to_async(game)(owner, max_output_tokens=200)
     result, _ = await play(campaign)
     report = (await Node.objects.select_related("snapshot").aget(pk=result.node_id)).snapshot.report
-    assert report["budget"]["reply_reserve"] == budget.reply_reserve(game_master.reserve(200))
-    assert game_master.reserve(200) > game_master.GM_TOKENS
+    assert report["budget"]["reply_reserve"] == budget.reply_reserve(200)
+    assert report["budget"]["game_master_headroom"] == game_master.headroom(200)
+    assert game_master.headroom(200) > game_master.GM_TOKENS - 200 + tokens.count(game_master.GM_RULES)
+    assert report["budget"]["unused"] == (campaign.context_token_budget - budget.reply_reserve(200)
+                                          - report["budget"]["prompt_tokens"] - game_master.headroom(200))
     assert report["settings"]["num_predict"] == 200, "the narration itself still writes at most max_output_tokens"
     narration = [body for body in narrator_server.bodies("/api/chat") if "format" not in body][-1]
     assert narration["options"]["num_predict"] == 200
@@ -396,3 +400,62 @@ async def test_stopping_while_the_game_master_thinks_saves_nothing_and_lets_go_o
     assert narrator_server.cancelled == 1, "the game master's request was closed, so the server stops thinking"
     assert await Node.objects.acount() == nodes and await Round.objects.acount() == 0
     assert not [body for body in narrator_server.bodies("/api/chat") if "format" not in body], "never narrated"
+
+
+# --- the game master's prompts stay cache-friendly (issue 15 point 7, WP4 benchmark) ---------------------------------
+
+
+def narration_prompts(server):
+    """Return the messages of every narration the server was asked to stream, in order."""
+    return [body["messages"] for body in server.bodies("/api/chat") if "format" not in body]
+
+
+def step_bodies(server):
+    return [body["messages"] for body in server.bodies("/api/chat")
+            if isinstance(body.get("format"), dict) and "activate_characters" in body["format"]["properties"]]
+
+
+async def test_the_next_turns_step_starts_with_the_last_narrations_prompt_as_history_renders_it(
+        owner, narrator_server):
+    from storyteller import tokens
+    from storyteller.context import budget, layers
+
+    campaign = await sync_to_async(game)(owner, walled_document())
+    narrator_server.script_gm(gm([("Mara", "she holds the key")], narrate=False),
+                              gm([("Aldric", "he is suspicious")], [actor("Aldric", "Yard")]))
+    narrator_server.script_characters(says("It is mine, child.", "grips the key"), says("Hand it over."))
+    narrator_server.script("The kitchen falls quiet.", "Mara shrugs.")
+    first, _ = await play(campaign)
+    await play(campaign, "I wait")
+    narrated, step = narration_prompts(narrator_server)[0], step_bodies(narrator_server)[2]
+    # The narration: the narrator's prompt (its dynamic tail last), then the game master's notes and the request.
+    notes, request = narrated[-2:]
+    assert notes["role"] == "assistant" and request == {"role": "user", "content": layers.NARRATE_REQUEST}
+    assert "Round 1:\n- Mara said: “It is mine, child.” (grips the key)" in notes["content"]
+    assert "Round 2:\n- Aldric said: “Hand it over.”" in notes["content"]
+    assert "\n- refused: actors[1].moves_to: Aldric cannot get there: no route" in notes["content"]
+    # The next turn's step: the same system message and history, the action where the tail was (the tail's
+    # memories and state are the narrator's, new each turn), the notes and request byte for byte, the narration.
+    at = len(narrated) - 3
+    assert step[:at] == narrated[:at]
+    assert step[at]["role"] == "user" and narrated[at]["content"].endswith(step[at]["content"])
+    assert step[at + 1:at + 3] == [notes, request]
+    assert step[at + 3] == {"role": "assistant", "content": "The kitchen falls quiet."}
+    assert step[-1]["content"].rsplit("\n\n", 1)[1].startswith("Round 1 of 3 at Kitchen, with: ")
+    # The reply's stored tokens price exactly what history sends for it.
+    node = await Node.objects.aget(pk=first.node_id)
+    assert node.tokens == (sum(tokens.count(m["content"]) for m in step[at + 1:at + 4]) + 2 * budget.MESSAGE_OVERHEAD)
+    assert node.text == "Mara: “It is mine, child.” (grips the key)\n\nAldric: “Hand it over.”\n\nThe kitchen falls quiet."
+
+
+async def test_a_game_master_step_asks_in_a_line_and_every_constant_instruction_is_in_the_system_message(
+        owner, narrator_server):
+    from storyteller.voices import gm as game_master
+
+    campaign = await sync_to_async(game)(owner)
+    await play(campaign)
+    [step], [narrated] = step_bodies(narrator_server), narration_prompts(narrator_server)
+    assert step[0]["content"].endswith(game_master.GM_RULES) and narrated[0] == step[0]
+    added = step[-1]["content"][len(narrated[-3]["content"]):]
+    assert added == "\n\nRound 1 of 3 at Kitchen, with: Aldric; Mara.", "the step adds one short line to the tail"
+    assert step[:-1] == narrated[:-3], "the step and the narration share all but their last messages"

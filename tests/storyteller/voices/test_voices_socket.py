@@ -108,10 +108,14 @@ async def test_the_inspector_shows_each_brief_beside_the_game_masters_prompt_of_
     html = await page(owner, "inspector", campaign.pk, reply.pk)
     one = html.split('id="round-1"')[1].split("</section>")[0]
     two = html.split('id="round-2"')[1].split("</section>")[0]
-    assert "Round 1 of at most 3." in one and 'data-brief="mara"' in one and 'data-brief="aldric"' not in one
+    assert "Round 1 of 3 at Kitchen, with: Aldric; Mara." in one
+    assert 'data-brief="mara"' in one and 'data-brief="aldric"' not in one
     assert "You are Mara, the housekeeper." in one
-    assert "Round 2 of at most 3." in two and 'data-brief="aldric"' in two and "You are Aldric, a hunter." in two
-    assert 'id="narration-tail"' in html
+    assert "Round 2 of 3 at Kitchen, with:" in two and 'data-brief="aldric"' in two and "You are Aldric, a hunter." in two
+    narration = html.split('id="narration-tail"')[1].split("</section>")[0]
+    assert "[assistant] The game master&#x27;s notes on this turn:\nRound 1:\n- Mara said: “Yes?”" in narration
+    assert "[user] Narrate the turn." in narration
+    assert "Kept for the game master" in html
 
 
 async def test_the_inspector_says_what_the_world_author_did_in_which_round(owner, narrator_server):
