@@ -5,7 +5,9 @@ import json
 
 import pytest
 
-from tests.e2e.test_play import _manage, app, fake, narrator_nodes, page, send, settled  # noqa: F401 — fixtures
+from tests.e2e.test_play import (  # noqa: F401 — fixtures
+    _manage, app, connected, fake, narrator_nodes, page, send, settled,
+)
 from tests.storyteller.voices.test_offstage_runs import MARA, answer, keep_document
 
 pytestmark = pytest.mark.e2e
@@ -26,9 +28,8 @@ def test_a_meanwhile_card_appears_after_a_skip_and_a_turn_and_is_gone_next_turn(
     page.set_input_files("input[name=world]", str(world_file(tmp_path)))
     page.click("form.campaign-form button[type=submit]")
     page.wait_for_selector("#story [data-role=opening]")
-    page.wait_for_function("() => document.querySelector('#play').getAttribute('hx-ext') === 'ws'")
+    connected(page)
     page.wait_for_selector("#time-panel [data-clock]")
-    page.wait_for_timeout(300)  # let the websocket open
     url = page.url
 
     page.fill("#skip-form [name=by_minutes]", "60")
