@@ -2,9 +2,9 @@ from django import forms
 from django.contrib import admin, messages
 
 from . import state
-from .models import (BeliefRecord, Branch, Campaign, CanonRule, ContextSnapshot, EventRecord, ExitRecord, ItemRecord,
-                     JudgeRun, Node, PerceptionRecord, PlaceRecord, RecorderRun, RollRecord, Round, SavePoint,
-                     StateEvent, StateRecord, TimeRecord, TriggerRecord, VariableRecord)
+from .models import (BeliefRecord, Branch, Campaign, CanonRule, ConsolidationRun, ContextSnapshot, EventRecord,
+                     ExitRecord, ItemRecord, JudgeRun, Node, OffstageRun, PerceptionRecord, PlaceRecord, RecorderRun,
+                     RollRecord, Round, SavePoint, StateEvent, StateRecord, TimeRecord, TriggerRecord, VariableRecord)
 from .state.events import MAX_TEXT
 
 
@@ -280,6 +280,18 @@ class ItemRecordAdmin(_WorldRecordAdmin):
 @admin.register(RecorderRun)
 class RecorderRunAdmin(_ReadOnlyAdmin):
     list_display = ["node", "status", "attempts", "model", "error", "updated_at"]
+    list_filter = ["status"]
+
+
+@admin.register(OffstageRun)
+class OffstageRunAdmin(_ReadOnlyAdmin):
+    list_display = ["node", "status", "played", "waiting", "note", "error", "attempts", "updated_at"]
+    list_filter = ["status"]
+
+
+@admin.register(ConsolidationRun)
+class ConsolidationRunAdmin(_ReadOnlyAdmin):
+    list_display = ["node", "status", "note", "error", "attempts", "updated_at"]
     list_filter = ["status"]
 
 

@@ -516,6 +516,9 @@ class RecorderRun(models.Model):
     class Status(models.TextChoices):
         APPLIED = "applied", "Applied"
         FAILED = "failed", "Failed"
+        # A game-master reply waits, unrecorded, for a stage boundary (docs/voices.md); ``error`` keeps why the
+        # last try at the boundary failed, and the reply still waits.
+        WAITING = "waiting", "Waiting for a stage boundary"
 
     node = models.OneToOneField(Node, on_delete=models.CASCADE, related_name="recorder_run")
     status = models.CharField(max_length=10, choices=Status.choices)
@@ -544,3 +547,45 @@ class JudgeRun(models.Model):
 
     def __str__(self):
         return f"judge {self.status} for node {self.node_id}"
+
+
+class OffstageRun(models.Model):
+    """What the off-stage step did after one reply: the characters away from the player who acted (seed 002 离场行动)."""
+
+    class Status(models.TextChoices):
+        PLAYED = "played", "Played"
+        NOTHING_DUE = "nothing_due", "Nothing due"
+        OFF = "off", "Off"
+        FAILED = "failed", "Failed"
+
+    node = models.OneToOneField(Node, on_delete=models.CASCADE, related_name="offstage_run")
+    status = models.CharField(max_length=12, choices=Status.choices)
+    played = models.PositiveSmallIntegerField(default=0, help_text="Off-stage rounds played for this reply.")
+    waiting = models.PositiveSmallIntegerField(default=0, help_text="Items left due for a later turn.")
+    note = models.TextField(blank=True, validators=[MaxLengthValidator(REASON_CHARS)])
+    error = models.TextField(blank=True, validators=[MaxLengthValidator(REASON_CHARS)])
+    attempts = models.PositiveIntegerField(default=1)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    def __str__(self):
+        return f"off-stage {self.status} for node {self.node_id}"
+
+
+class ConsolidationRun(models.Model):
+    """What the world author's consolidation step did after one reply (seed 002 扩展世界); its reason in words."""
+
+    class Status(models.TextChoices):
+        APPLIED = "applied", "Applied"
+        NOT_DUE = "not_due", "Not due"
+        FAILED = "failed", "Failed"
+
+    node = models.OneToOneField(Node, on_delete=models.CASCADE, related_name="consolidation_run")
+    status = models.CharField(max_length=10, choices=Status.choices)
+    error = models.TextField(blank=True, validators=[MaxLengthValidator(REASON_CHARS)],
+                             help_text="Why it failed (the queue is kept).")
+    note = models.TextField(blank=True, validators=[MaxLengthValidator(REASON_CHARS)])
+    attempts = models.PositiveIntegerField(default=1)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    def __str__(self):
+        return f"consolidation {self.status} for node {self.node_id}"

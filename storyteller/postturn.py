@@ -24,11 +24,12 @@ from collections import deque
 from dataclasses import dataclass
 
 from campaigns import lineage
-from campaigns.models import JudgeRun, Node, RecorderRun
+from campaigns.models import ConsolidationRun, JudgeRun, Node, OffstageRun, RecorderRun
 from memory.models import CheckpointRun, MemoryRun, MindsRun
 
 from . import compaction, judge, llm, memories, minds, recorder
 from .llm import priority
+from .voices import author, away
 
 logger = logging.getLogger(__name__)
 
@@ -51,6 +52,10 @@ STEPS = [
     Step(judge.judge, "Judging the world's triggers…", "Judge step", JudgeRun),
     # The recorder's second call (D11): what the characters perceived, then the recall index.
     Step(minds.record, "Recording what the characters perceived…", "Minds step", MindsRun),
+    # Off stage (seed 002 离场行动): characters away from the player act on what is due, one at a time, and the
+    # "Meanwhile" card is written; then the world author completes what it created (consolidation), when due.
+    Step(away.play, "Playing what happens off stage…", "Off-stage step", OffstageRun),
+    Step(author.after_turn, "Completing the new parts of the world…", "Consolidation step", ConsolidationRun),
     Step(memories.remember, "Writing memories…", "Memory step", MemoryRun),
     Step(compaction.checkpoint, "Writing the summary…", "Summary step", CheckpointRun),
 ]
@@ -135,6 +140,8 @@ class WorkerStatus:
     failures: tuple = ()
     node_id: int | None = None  # the head reply
     retry: tuple = ()  # the replies a retry runs the steps for, oldest first
+    waiting: int = 0  # a game master's replies on the line waiting for a stage boundary to be recorded
+    waiting_note: str = ""  # why the last recording at a boundary failed (they still wait)
 
 
 def status(campaign):
@@ -168,14 +175,28 @@ def status(campaign):
             missing.append(each.name)
         elif row[0] == "failed":
             failures.append(Failure(each.name, head.depth // 2, row[1]))
+    waiting = _waiting(path, campaign, head)
     if failures:
-        return WorkerStatus("failed", failures=tuple(failures), node_id=head.pk, retry=retry)
+        return WorkerStatus("failed", failures=tuple(failures), node_id=head.pk, retry=retry, **waiting)
     if missing:
         return WorkerStatus("unfinished", f"Not done for the last reply yet: {', '.join(missing).lower()}.",
-                            node_id=head.pk, retry=retry)
+                            node_id=head.pk, retry=retry, **waiting)
+    if waiting:
+        return WorkerStatus("done", "Up to date but for the recording, which waits for a new stage.",
+                            node_id=head.pk, **waiting)
     if RecorderRun.objects.filter(node=head, model=llm.BUILTIN_MODEL).exists():
         return WorkerStatus("done", f"Up to date. {SMALL_RECORDER}", node_id=head.pk)
     return WorkerStatus("done", "Up to date.", node_id=head.pk)
+
+
+def _waiting(path, campaign, head):
+    """Return the count of replies waiting for a stage boundary on the line, and why the last try failed."""
+    rows = list(RecorderRun.objects.filter(path.clause("node__"), node__campaign_id=campaign.pk,
+                                           node__depth__lte=head.depth, status=RecorderRun.Status.WAITING)
+                .order_by("node__depth").values_list("error", flat=True))
+    if not rows:
+        return {}
+    return {"waiting": len(rows), "waiting_note": rows[-1]}
 
 
 def _paused(campaign_id):

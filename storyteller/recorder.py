@@ -10,6 +10,15 @@ A failure — server down, timeout, text that is not JSON, JSON of the wrong
 shape, even a failed write — is recorded on the reply's RecorderRun after the
 failed work rolled back, and never touches the accepted turn; the next turn
 simply uses the last applied state, and the person can retry.
+
+A game master's reply (one whose snapshot holds ``report["voices"]``) is
+recorded only at a stage boundary (docs/voices.md): until its narration
+says a new stage begins (``NARRATION.new_stage``), it waits unrecorded
+(``RecorderRun`` "waiting") and the play page counts it. The reply that
+ends the stage is recorded with every reply still waiting on its line, in
+one call, and they are all marked recorded in the same transaction. A
+failure there writes nothing and keeps them all waiting (its reason on the
+boundary's run, for the status line), never an error into the story.
 """
 
 import asyncio
@@ -18,10 +27,11 @@ from dataclasses import dataclass
 
 from channels.db import database_sync_to_async
 from django.conf import settings
+from django.db import transaction
 
 from campaigns import lineage
 from campaigns import state as story_state
-from campaigns.models import Campaign, Node, RecorderRun
+from campaigns.models import Campaign, ContextSnapshot, Node, RecorderRun, Round
 from campaigns.state import selection
 
 from . import llm
@@ -109,13 +119,15 @@ class _Job:
     options: llm.ChatOptions
     attempt: int
     schema: dict
+    waiting: tuple = ()  # earlier replies of a game master's stage recorded with this one (their ids)
+    staged: bool = False  # a game master's reply: a failure keeps it waiting instead of failing
 
 
 async def record(node_id):
     """Record the state events of reply ``node_id``; return the RecorderRun status, or None if already recorded."""
     job = await database_sync_to_async(_prepare)(node_id)
-    if job is None:
-        return None
+    if job is None or job == RecorderRun.Status.WAITING:
+        return job
     # Off the database's thread: choosing the narrator may probe the model server.
     narrator = await llm.anarrator_for(job.narrator_model or None)
     model = narrator.model
@@ -123,17 +135,54 @@ async def record(node_id):
         reply = await priority.call(
             lambda: asyncio.wait_for(narrator.complete_json(job.messages, job.schema, job.options), _timeout()))
         events = _events_of(reply, model)
-        await database_sync_to_async(story_state.apply_events)(
-            job.node, events, source="recorder", attempt=job.attempt, model=model
-        )
+        await database_sync_to_async(_apply)(job, events, model)
     except Exception as error:  # noqa: BLE001 — whatever failed, the turn stands and the failure is recorded
         if not isinstance(error, (llm.NarratorError, TimeoutError)):
             logger.exception("the recorder failed for node %s", node_id)
+        if job.staged:
+            await database_sync_to_async(_keep_waiting)(job.node, _describe(error, model), attempt=job.attempt,
+                                                        model=model)
+            return RecorderRun.Status.WAITING
         await database_sync_to_async(story_state.record_failure)(
             job.node, _describe(error, model), attempt=job.attempt, model=model
         )
         return RecorderRun.Status.FAILED
     return RecorderRun.Status.APPLIED
+
+
+def _apply(job, events, model):
+    """Apply the recording at the reply, and mark the stage's earlier replies recorded with it, in one transaction."""
+    with transaction.atomic():
+        story_state.apply_events(job.node, events, source="recorder", attempt=job.attempt, model=model)
+        if job.waiting:
+            RecorderRun.objects.filter(node_id__in=job.waiting, status=RecorderRun.Status.WAITING).update(
+                status=RecorderRun.Status.APPLIED, error="", model=model)
+
+
+def _keep_waiting(node, error, *, attempt, model):
+    """Keep a game master's reply waiting after a failed recording at its stage boundary, saying why."""
+    RecorderRun.objects.update_or_create(node=node, defaults={
+        "status": RecorderRun.Status.WAITING, "error": str(error)[:2000], "attempts": attempt, "model": model})
+
+
+def stage_ends(report):
+    """Return whether a reply's context report says a new stage begins, or None when no game master played it.
+
+    The game master's turn keeps its narration step's answer (``NARRATION``)
+    in ``report["voices"]["narration"]``.
+    """
+    voices = (report or {}).get("voices")
+    if not isinstance(voices, dict):
+        return None
+    narration = voices.get("narration") if isinstance(voices.get("narration"), dict) else {}
+    return bool(narration.get("new_stage", voices.get("new_stage", False)))
+
+
+def waiting_on(path, before_depth):
+    """Return the replies on ``path`` above ``before_depth`` that wait for a stage boundary, oldest first."""
+    return list(RecorderRun.objects.filter(path.clause("node__"), node__campaign_id=path.campaign_id,
+                                           node__depth__lt=before_depth, status=RecorderRun.Status.WAITING)
+                .order_by("node__depth").select_related("node"))
 
 
 def _prepare(node_id):
@@ -144,24 +193,44 @@ def _prepare(node_id):
     if run is not None and run.status == RecorderRun.Status.APPLIED:
         return None
     campaign = Campaign.objects.get(pk=node.campaign_id)
+    report = ContextSnapshot.objects.filter(node=node).values_list("report", flat=True).first()
+    ends = stage_ends(report)
+    if ends is False and campaign.game_master:
+        # A game master's reply within a stage: it waits, with no model call, until the stage ends.
+        RecorderRun.objects.update_or_create(node=node, defaults={"status": RecorderRun.Status.WAITING})
+        return RecorderRun.Status.WAITING
     path = lineage.path_at(campaign.pk, node.branch_id, node.depth)
-    turn = {n.depth: n for n in path.nodes().filter(depth__gte=node.depth - 1)}
-    before = path.capped(node.depth - 2)
-    player = turn.get(node.depth - 1)
-    state = story_state.state_for_turn(before, campaign, f"{player.text if player else ''}\n{node.text}")
+    waiting = waiting_on(path, node.depth)
+    first = waiting[0].node.depth if waiting else node.depth
+    turns = {n.depth: n for n in path.nodes().filter(depth__gte=first - 1)}
+    before = path.capped(first - 2)
+    pairs = [(turns.get(depth - 1), turns[depth]) for depth in range(first, node.depth + 1, 2) if depth in turns]
+    text = "\n".join(f"{player.text if player else ''}\n{reply.text}" for player, reply in pairs)
+    state = story_state.state_for_turn(before, campaign, text)
     names = rules.recorder_types(state)
     messages = [
         {"role": "system", "content": rules_for(names)},
-        {"role": "user", "content": _prompt(state, player, node)},
+        {"role": "user", "content": _prompt(state, pairs, _rounds(pairs) if ends is not None else {})},
     ]
     options = llm.ChatOptions(num_predict=MAX_TOKENS, num_ctx=campaign.context_token_budget, temperature=0.0)
     return _Job(node, campaign.narrator_model, messages, options, attempt=(run.attempts if run else 0) + 1,
-                schema=schema_for(names))
+                schema=schema_for(names), waiting=tuple(r.node_id for r in waiting),
+                staged=ends is not None and campaign.game_master)
 
 
-def _prompt(state, player, node):
-    """Return what the recorder reads: the state the turn started from, then the turn."""
-    text = f"{player.text if player else ''}\n{node.text}"
+def _rounds(pairs):
+    """Return {reply id: [line]}: what each voice said in the game master's rounds of these replies."""
+    lines = {}
+    for each in Round.objects.filter(node__in=[reply for _, reply in pairs], kind=Round.Kind.GM).order_by("number"):
+        lines.setdefault(each.node_id, []).extend(
+            f"Round {each.number}, {out.get('speaker', '')}: {out.get('text', '')}" for out in each.outputs
+            if isinstance(out, dict) and out.get("text"))
+    return lines
+
+
+def _prompt(state, pairs, rounds=None):
+    """Return what the recorder reads: the state the turn (or the stage) started from, then its turns."""
+    text = "\n".join(f"{player.text if player else ''}\n{node.text}" for player, node in pairs)
     chosen = selection.select(state, text)
     entities = state.entities()
     if len(entities) > MAX_LISTED:
@@ -182,10 +251,12 @@ def _prompt(state, player, node):
     if holding:
         lines += ["Initial canon that still holds (retract or replace it by its exact text if the story changes it):",
                   *holding]
-    lines += ["", "The turn to record:"]
-    if player is not None:
-        lines.append(f"Player ({player.mode}): {player.text}")
-    lines.append(f"Narrator: {node.text}")
+    lines += ["", "The turn to record:" if len(pairs) == 1 else f"The {len(pairs)} turns to record, in order:"]
+    for player, node in pairs:
+        if player is not None:
+            lines.append(f"Player ({player.mode}): {player.text}")
+        lines += (rounds or {}).get(node.pk, [])
+        lines.append(f"Narrator: {node.text}")
     return "\n".join(lines)
 
 

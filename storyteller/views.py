@@ -29,7 +29,7 @@ from campaigns import lineage, rule_views, story, storytime, worldfile
 from campaigns import views as campaign_views
 from campaigns.forms import (MAX_ACTION, MAX_DIRECTION, CampaignForm, CanonRuleFormSet, EditCampaignForm,
                              NewCampaignForm, SavePointForm)
-from campaigns.models import Branch, Campaign, Node, Round, SavePoint
+from campaigns.models import Branch, Campaign, Node, OffstageRun, Round, SavePoint
 from campaigns.state import calendar
 from memory import bank as memory_bank
 from memory import views as memory_views
@@ -37,6 +37,7 @@ from memory import views as memory_views
 from . import bundle, compaction, importing, llm, memories, postturn, signin
 from .context import prefix_hash
 from .diagnostics import long_run
+from .voices import away
 
 # The play page shows the newest part of the lineage; the rest is a link away.
 STORY_WINDOW = 120
@@ -569,3 +570,22 @@ async def retry_worker(request, pk):
         return redirect("play", campaign.pk)
     return await sync_to_async(render)(request, "storyteller/_worker_status.html", {
         "campaign": campaign, "worker": await sync_to_async(postturn.status)(campaign), "reload_panels": True})
+
+
+@login_required
+@require_GET
+def meanwhile(request, pk):
+    """Return the "Meanwhile" card of the head reply: what happened off stage after it (empty when nothing did)."""
+    campaign = campaign_views.campaign_for_user(request, pk)
+    return render(request, "campaigns/_meanwhile.html", {"campaign": campaign, "note": away.note_of(campaign)})
+
+
+@login_required
+@require_GET
+def offstage_rounds(request, pk, node_pk):
+    """Show what happened off stage after one reply: each round, what its character was told and answered."""
+    campaign = campaign_views.campaign_for_user(request, pk)
+    node = get_object_or_404(Node, pk=node_pk, campaign=campaign, role=Node.Role.NARRATOR)
+    return render(request, "storyteller/offstage.html", {
+        "campaign": campaign, "node": node, "rounds": node.rounds.filter(kind="offstage").order_by("number"),
+        "run": OffstageRun.objects.filter(node=node).first()})

@@ -24,10 +24,16 @@
     if (el) el.textContent = text;
   }
 
+  // Until the socket is open a Send is refused (the text is kept); #play[data-connected] says which it is.
   var connected = false;
-  document.addEventListener("htmx:wsOpen", function () { connected = true; status(""); });
+  function connection(open) {
+    connected = open;
+    play.dataset.connected = open ? "true" : "false";
+  }
+  connection(false);
+  document.addEventListener("htmx:wsOpen", function () { connection(true); status(""); });
   document.addEventListener("htmx:wsClose", function () {
-    connected = false;
+    connection(false);
     status("Connection to the app lost; reconnecting… Nothing you typed is lost.");
   });
   document.addEventListener("htmx:wsError", function () {

@@ -250,6 +250,20 @@ class FakeModelServer:
         with self._lock:
             self._failures.clear()
 
+    def reset(self):
+        """Forget everything scripted and not yet asked for: replies of every kind, failures and delays.
+
+        Tests that share one server (an end-to-end module's) start each from
+        here: a reply one test scripted and never used would otherwise be the
+        next test's, and its failure would become theirs too.
+        """
+        with self._lock:
+            for queue in (self._replies, self._json_replies, self._minds_replies, self._gm_replies,
+                          self._character_replies, self._rerank_replies):
+                queue.clear()
+            self._failures.clear()
+        self._delay = self._json_delay = 0.0
+
     def chunk_delay(self, seconds: float):
         """Wait `seconds` before each streamed chunk after the first, until changed."""
         self._delay = seconds

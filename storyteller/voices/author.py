@@ -29,7 +29,7 @@ from django.db import transaction
 
 from campaigns import lineage
 from campaigns import state as story_state
-from campaigns.models import Campaign, Node, StateEvent
+from campaigns.models import Campaign, ConsolidationRun, Node, StateEvent
 from campaigns.state import authoring, world
 from campaigns.state.authoring import AuthorRefused, Request
 from campaigns.state.rules import Refused
@@ -222,6 +222,41 @@ async def consolidate(campaign_id, node_id, *, force=False):
     except AuthorRefused as refusal:
         return Consolidation("failed", f"{refusal}. The queue is kept.")
     return Consolidation("applied", f"{len(plan.items)} new things completed", stored)
+
+
+async def after_turn(node_id):
+    """The post-turn step: consolidate at reply ``node_id`` when due; return its ConsolidationRun status.
+
+    Nothing is asked unless consolidation is due. A failure keeps the queue
+    and its reason is recorded on the reply's run, for the play page.
+    """
+    found = await database_sync_to_async(_pending)(node_id)
+    if found is None:
+        return None
+    campaign_id, attempt = found
+    try:
+        outcome = await consolidate(campaign_id, node_id)
+    except Exception as error:  # noqa: BLE001 — whatever failed, nothing was written and the queue stays
+        outcome = Consolidation("failed", f"Consolidation failed ({type(error).__name__}: {error}); nothing was "
+                                          "written and the queue is kept.")
+    status = {"applied": ConsolidationRun.Status.APPLIED, "failed": ConsolidationRun.Status.FAILED}.get(
+        outcome.status, ConsolidationRun.Status.NOT_DUE)
+    failed = status == ConsolidationRun.Status.FAILED
+    await database_sync_to_async(ConsolidationRun.objects.update_or_create)(node_id=node_id, defaults={
+        "status": status, "error": outcome.reason[:2000] if failed else "",
+        "note": "" if failed else outcome.reason[:2000], "attempts": attempt})
+    return status
+
+
+def _pending(node_id):
+    """Return (campaign id, attempt) of the reply whose consolidation step is still to run, or None."""
+    node = Node.objects.filter(pk=node_id, role=Node.Role.NARRATOR).first()
+    if node is None or node.depth == 0:
+        return None
+    run = ConsolidationRun.objects.filter(node=node).first()
+    if run is not None and run.status != ConsolidationRun.Status.FAILED:
+        return None
+    return node.campaign_id, (run.attempts + 1) if run else 1
 
 
 def _at(campaign_id, node_id):

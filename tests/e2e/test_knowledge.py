@@ -5,7 +5,7 @@ from urllib.parse import urlparse
 
 import pytest
 
-from tests.e2e.test_play import app, fake, page, send, sign_in  # noqa: F401 (fixtures)
+from tests.e2e.test_play import app, connected, fake, page, send, sign_in  # noqa: F401 (fixtures)
 from tests.knowledge.conftest import FIXTURES
 
 pytestmark = pytest.mark.e2e
@@ -35,8 +35,7 @@ def test_a_hostile_file_is_inert_from_upload_to_the_prompt_inspector(app, fake, 
     assert "<script>alert(1)</script>" in page.inner_text("#search-results")
 
     page.goto(page.url.split("/knowledge/")[0] + "/")
-    page.wait_for_function("() => document.querySelector('#play').getAttribute('hx-ext') === 'ws'")
-    page.wait_for_timeout(300)
+    connected(page)
     fake.script("The ferryman points at the timetable nailed to the post.")
     send(page, "I read the ferry timetable for the crossings")
     page.locator("#story a[data-inspect]").last.click()

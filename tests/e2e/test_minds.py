@@ -10,7 +10,9 @@ marble. No accuracy label reaches any prompt the fake server received.
 
 import pytest
 
-from tests.e2e.test_play import _manage, app, fake, page, send, settled  # noqa: F401 — the shared browser fixtures
+from tests.e2e.test_play import (  # noqa: F401 — the shared browser fixtures
+    _manage, app, connected, fake, page, send, settled,
+)
 from tests.storyteller.test_whereabouts import HOUSE
 
 pytestmark = pytest.mark.e2e
@@ -33,8 +35,7 @@ def test_what_sally_and_anne_remember_after_the_scene_differs(app, fake, page): 
     page.set_input_files("input[name=world]", str(HOUSE))
     page.click("form.campaign-form button[type=submit]")
     page.wait_for_selector("#story [data-role=opening]")
-    page.wait_for_function("() => document.querySelector('#play').getAttribute('hx-ext') === 'ws'")
-    page.wait_for_timeout(300)  # let the websocket open
+    connected(page)
     play_url = page.url
 
     fake.script("Sally skips out into the hall, leaving the marble in its basket.")

@@ -1,10 +1,12 @@
 """The play page as a player meets it, in headless Chromium: built around the story, losing nothing typed,
 retries as versions to flip through, and no 404s, clipped placeholders or touching buttons."""
 
+import re
+
 import pytest
 
 from tests.e2e.test_play import (  # noqa: F401 — the shared browser fixtures
-    CHROMIUM, CHROMIUM_FLAGS, app, fake, narrator_nodes, send, settled, sign_in,
+    CHROMIUM, CHROMIUM_FLAGS, _manage, app, connected, fake, narrator_nodes, send, settled, sign_in,
 )
 
 pytestmark = pytest.mark.e2e
@@ -35,9 +37,17 @@ def open_page(browser, viewport):
     return page
 
 
-def box(page, selector):
-    return page.eval_on_selector(selector, "e => { const r = e.getBoundingClientRect(); "
-                                           "return {top: r.top, bottom: r.bottom, left: r.left, right: r.right}; }")
+def boxes(page, **selectors):
+    """Return {name: box} of every selector, all read in one script: one layout, whatever moves between reads.
+
+    The page scrolls itself to keep the action box in view when the story
+    column grows (the worker's status line changing length under it), so boxes
+    read one by one can each come from a different scroll position.
+    """
+    return page.evaluate("""selectors => Object.fromEntries(Object.entries(selectors).map(([name, selector]) => {
+        const r = document.querySelector(selector).getBoundingClientRect();
+        return [name, {top: r.top, bottom: r.bottom, left: r.left, right: r.right}];
+    }))""", selectors)
 
 
 def overlap(a, b):
@@ -58,16 +68,15 @@ def test_the_action_box_is_under_the_story_in_view_after_three_turns_and_nothing
     page.wait_for_timeout(300)  # let the panels that reload after the turn settle
     page.screenshot(path=str(tmp_path / f"play-{viewport['width']}.png"))
 
-    story, text = box(page, "#story"), box(page, "#action-text")
+    found = boxes(page, story="#story", text="#action-text", dock="#action-dock", side="#side-panels",
+                  controls="#controls", top="header.top", title=".page-head")
+    story, text, dock, side, controls = (found[name] for name in ("story", "text", "dock", "side", "controls"))
     assert story["bottom"] - story["top"] > viewport["height"], "the story is longer than the window"
     assert 0 <= text["top"] and text["bottom"] <= viewport["height"], "the action box is in view without scrolling"
-    dock, side, controls = box(page, "#action-dock"), box(page, "#side-panels"), box(page, "#controls")
     assert 0 <= dock["top"] and dock["bottom"] <= viewport["height"]
     assert 0 <= dock["top"] - story["bottom"] < 40, "the action box is directly under the story"
 
-    regions = {name: box(page, selector) for name, selector in [
-        ("top bar", "header.top"), ("title", ".page-head"), ("story", "#story"), ("dock", "#action-dock"),
-        ("panels", "#side-panels")]}
+    regions = {"top bar": found["top"], "title": found["title"], "story": story, "dock": dock, "panels": side}
     for first in regions:
         for second in regions:
             if first < second:
@@ -84,6 +93,43 @@ def test_the_action_box_is_under_the_story_in_view_after_three_turns_and_nothing
             "on a phone the panels are closed sections"
         page.click("#side-state > summary")
         page.wait_for_selector("#state-panel .state-summary", state="visible")
+
+
+def test_a_send_before_the_socket_is_open_is_refused_keeping_the_text_and_asking_nothing(app, fake, browser):
+    """The page says whether its socket is open (#play[data-connected], what the tests wait for after sign-in);
+    a Send while it is not is refused in words, the text stays, and the reply scripted for it is still there for the
+    Send that follows once it is open."""
+    page = open_page(browser, WIDE)
+    sockets = []
+
+    def first_never_reaches_the_app(socket):
+        sockets.append(socket)
+        if len(sockets) == 1:
+            socket.close(code=1000, reason="not yet")  # closed normally: the page does not reconnect by itself
+        else:
+            socket.connect_to_server()
+
+    page.route_web_socket(re.compile(r"/ws/play/"), first_never_reaches_the_app)
+    page.goto(_manage(app["env"], "login_link", "--base-url", app["base"]))
+    page.click("text=The Lantern of Greyhollow")
+    page.wait_for_selector("#story [data-role=opening]")
+    page.wait_for_function("() => document.querySelector('#connection').innerText.includes('Connection to the app')")
+    assert page.get_attribute("#play", "data-connected") == "false"
+    fake.script("The ferryman waves you aboard.")
+    asked, before = len(fake.bodies("/api/chat")), narrator_nodes(page).count()
+
+    page.fill("#action-text", "hail the ferry")
+    page.click("#send-button")
+    page.wait_for_function("() => document.querySelector('#turn-error').innerText.includes('Not connected')")
+    assert page.input_value("#action-text") == "hail the ferry", "the refused text is kept"
+    assert narrator_nodes(page).count() == before and len(fake.bodies("/api/chat")) == asked, "nothing was asked"
+
+    page.reload()
+    page.wait_for_selector("#story [data-role=opening]")
+    connected(page)
+    assert len(sockets) == 2
+    send(page, "hail the ferry")
+    assert "The ferryman waves you aboard." in narrator_nodes(page).last.inner_text()
 
 
 def test_text_typed_while_a_reply_streams_is_kept_when_it_finishes(app, fake, browser):

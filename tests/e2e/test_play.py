@@ -94,8 +94,12 @@ def sign_in(app, page):
     page.goto(_manage(app["env"], "login_link", "--base-url", app["base"]))
     page.click("text=The Lantern of Greyhollow")
     page.wait_for_selector("#story [data-role=opening]")
-    page.wait_for_function("() => document.querySelector('#play').getAttribute('hx-ext') === 'ws'")
-    page.wait_for_timeout(300)  # let the websocket open
+    connected(page)
+
+
+def connected(page):
+    """Wait until the play page's socket is open: before that the page refuses a Send (keeping the text)."""
+    page.wait_for_selector("#play[data-connected=true]", state="attached")
 
 
 def narrator_nodes(page):

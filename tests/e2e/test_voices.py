@@ -10,7 +10,9 @@ import json
 
 import pytest
 
-from tests.e2e.test_play import _manage, app, fake, narrator_nodes, page, settled  # noqa: F401 — shared fixtures
+from tests.e2e.test_play import (  # noqa: F401 — shared fixtures
+    _manage, app, connected, fake, narrator_nodes, page, settled,
+)
 from tests.storyteller.voices.test_played import gm, says, scene_document
 
 pytestmark = pytest.mark.e2e
@@ -30,8 +32,7 @@ def start_game(app, page, tmp_path):
     page.click("form.campaign-form button[type=submit]")
     page.goto(play_url)
     page.wait_for_selector("#story [data-role=opening]")
-    page.wait_for_function("() => document.querySelector('#play').getAttribute('hx-ext') === 'ws'")
-    page.wait_for_timeout(300)  # let the websocket open
+    connected(page)
 
 
 def test_two_characters_speak_under_their_names_then_the_game_master_narrates_streaming(app, fake, page, tmp_path):

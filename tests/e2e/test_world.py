@@ -5,7 +5,7 @@ import json
 import pytest
 
 from tests.campaigns.test_world import document
-from tests.e2e.test_play import _manage, app, fake, page  # noqa: F401 — the shared browser fixtures
+from tests.e2e.test_play import _manage, app, connected, fake, page  # noqa: F401 — the shared browser fixtures
 
 pytestmark = pytest.mark.e2e
 
@@ -37,7 +37,7 @@ def test_a_campaign_from_a_world_file_shows_its_map_and_a_turn_that_opens_the_do
     page.set_input_files("input[name=world]", str(world_file(tmp_path)))
     page.click("form.campaign-form button[type=submit]")
     page.wait_for_selector("#story [data-role=opening]")
-    page.wait_for_function("() => document.querySelector('#play').getAttribute('hx-ext') === 'ws'")
+    connected(page)
     page.wait_for_selector("#map-panel svg")
     for place in ("corridor", "hall", "vault"):
         assert page.locator(f"#map-panel [data-place={place}]").count() == 1, place
@@ -46,7 +46,6 @@ def test_a_campaign_from_a_world_file_shows_its_map_and_a_turn_that_opens_the_do
     assert door_state(page, "#map-panel") == "locked"
     page.wait_for_selector("#world-panel #world-exits")
     assert door_state(page, "#world-panel") == "locked"
-    page.wait_for_timeout(300)  # let the websocket open
 
     fake.script("You turn the iron key; the door to the vault swings open.")
     fake.script_json({"events": [{

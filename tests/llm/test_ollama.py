@@ -230,3 +230,20 @@ async def test_list_models_names_the_pulled_models(fake_ollama):
     client = OllamaClient(fake_ollama.url + "/", "qwen2.5:3b-instruct")
 
     assert await client.list_models() == ["qwen2.5:3b-instruct", "nomic-embed-text", "llama3.2:1b"]
+
+
+async def test_reset_forgets_every_reply_failure_and_delay_left_scripted(fake_ollama):
+    schema = {"type": "object", "properties": {"mood": {"type": "string"}}, "required": ["mood"]}
+    fake_ollama.script("LEFT OVER by an earlier test.")
+    fake_ollama.script_json({"mood": "left over"})
+    fake_ollama.fail_request("/api/chat", 500, "left over", persistent=True)
+    fake_ollama.chunk_delay(5)
+    fake_ollama.json_delay(5)
+    fake_ollama.reset()
+    client = OllamaClient(fake_ollama.url, "qwen2.5:3b-instruct")
+
+    started = time.perf_counter()
+    chunks = await collect(client.stream_chat(MESSAGES, ChatOptions()))
+    assert "".join(c.text for c in chunks) == fake_ollama.default_reply, "the next test's turn gets its own reply"
+    assert await client.complete_json(MESSAGES, schema, ChatOptions()) == {"mood": ""}
+    assert time.perf_counter() - started < 2, "no delay is left either"

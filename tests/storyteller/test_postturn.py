@@ -14,7 +14,7 @@ from django.test import AsyncClient
 from django.urls import reverse
 
 from campaigns import lineage
-from campaigns.models import Node, RecorderRun
+from campaigns.models import ConsolidationRun, Node, OffstageRun, RecorderRun
 from memory.models import Memory, MemoryRun
 from storyteller import judge, postturn
 from storyteller.llm.fake_server import FakeModelServer
@@ -140,6 +140,8 @@ def test_a_recording_by_the_built_in_narrator_says_plainly_how_little_it_records
     checkpoints.record_run(node, status="not_needed")
     judge.record_run(node, "nothing")
     MindsRun.objects.create(node=node, campaign=campaign, status="nothing")
+    OffstageRun.objects.create(node=node, status="nothing_due")
+    ConsolidationRun.objects.create(node=node, status="not_due")
     page = status_of(client_of, campaign)
     assert 'data-worker="done"' in page and "too small to notice much of what changes" in page
     assert "ollama serve" in page
@@ -150,7 +152,8 @@ def test_a_reply_the_worker_has_not_finished_offers_to_run_it_rather_than_saying
     act(campaign, "look around")  # committed with no worker after it, as a restart mid-work leaves it
     page = status_of(client_of, campaign)
     assert 'data-worker="unfinished"' in page and "Up to date" not in page
-    assert "recording, judge step, minds step, memory step, summary step" in page and 'data-action="retry-worker"' in page
+    assert ("recording, judge step, minds step, off-stage step, consolidation step, memory step, summary step" in page
+            and 'data-action="retry-worker"' in page)
 
 
 async def test_the_status_says_running_while_a_step_waits_for_the_model_and_no_write_lock_is_held(

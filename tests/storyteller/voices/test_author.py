@@ -275,3 +275,56 @@ async def test_the_world_panel_shows_what_waits_for_the_author(keep, narrator_se
                                              HTTP_HX_REQUEST="true")).content.decode()
     assert 'id="world-queue"' in panel and "Waiting for the world author: 2" in panel
     assert "Ilsa <span class=\"muted\">— created, turn 1</span>" in panel
+
+
+# --- consolidation as a post-turn step ------------------------------------------------------------------------------
+
+
+async def play_through(campaign, count):
+    """Play ``count`` turns through the pipeline, each with its post-turn work done; return the last reply's id."""
+    from storyteller import turns
+    from storyteller.context import Action
+
+    async def relay(_):
+        pass
+
+    result = None
+    for n in range(count):
+        result = await turns.play_turn(campaign.pk, Action(mode="do", text=f"wait {n}"), relay)
+        await result.post_turn
+    return result.node_id
+
+
+async def test_consolidation_runs_as_a_post_turn_step_after_four_turns_of_play(keep, narrator_server):
+    from campaigns.models import ConsolidationRun
+
+    await _boathouse_and_ilsa(keep, narrator_server)
+    early = await play_through(keep, 4)
+    assert (await ConsolidationRun.objects.aget(node_id=early)).status == "not_due"
+    narrator_server.script_json({"events": []}, {"exits": [], "relationships": [
+        {"from": "Aldric", "to": "Ilsa", "label": "rival", "summary": "wants his money back"}]})
+    node = await play_through(keep, 1)  # turn 5: what was made in turn 1 has waited four turns
+    run = await ConsolidationRun.objects.aget(node_id=node)
+    assert (run.status, run.error) == ("applied", "")
+    now = await head_state(keep)
+    assert authoring.queue(now) == []
+    assert now.get("relationship:aldric:ilsa").value == "wants his money back"
+
+
+async def test_a_failed_consolidation_step_keeps_the_queue_and_says_why_on_the_play_page(keep, narrator_server, client,
+                                                                                         owner):
+    from django.urls import reverse
+
+    from campaigns.models import ConsolidationRun
+
+    await _boathouse_and_ilsa(keep, narrator_server)
+    await play_through(keep, 4)
+    narrator_server.script_json({"events": []}, "not JSON {", "not JSON {")  # the author's answer, asked once more
+    node = await play_through(keep, 1)
+    run = await ConsolidationRun.objects.aget(node_id=node)
+    assert run.status == "failed" and "not JSON" in run.error and run.error.endswith("The queue is kept for the next try.")
+    assert [q.key for q in authoring.queue(await head_state(keep))] == ["boathouse", "ilsa"]
+    await sync_to_async(client.force_login)(owner)
+    page = (await sync_to_async(client.get)(reverse("worker_status", args=[keep.pk]), HTTP_HX_REQUEST="true")
+            ).content.decode()
+    assert 'data-worker="failed"' in page and "Consolidation step for turn 5 failed" in page
