@@ -2,8 +2,9 @@
 
 Seed 002 实体知识: adding, changing or removing a lorebook is refused while
 a turn is in progress (「回合进行中拒绝操作」), so every voice of one turn
-reads the same lore. A turn holds ``turn(campaign_id)`` from before its
-first read to after its commit; a lore change holds
+reads the same lore. Every turn, a game master's or a single narrator's,
+holds ``turn(campaign_id)`` from before its first read to after its commit
+(the "Meanwhile" card asks ``playing`` too); a lore change holds
 ``lore_change(campaign_id)`` around its transaction. They exclude each
 other: a change during a turn is refused at once, with the reason; a turn
 that starts during a change waits for it (a change takes milliseconds,

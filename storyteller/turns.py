@@ -70,11 +70,12 @@ async def play_turn(campaign_id, action, relay, *, retry=False, notify=None, on_
     async with priority.turn(notify):
         game_master = await database_sync_to_async(
             lambda: Campaign.objects.values_list("game_master", flat=True).get(pk=campaign_id))()
-        if not game_master:
-            return await _play(campaign_id, action, relay, retry, notify)
-        # Lorebooks do not change from the turn's first read to its commit: every voice reads the same lore.
+        # Lorebooks do not change from the turn's first read to its commit (every voice reads the same lore), and
+        # the page knows a turn is playing (the last reply's "Meanwhile" card stays cleared until it ends).
         try:
             async with playing.turn(campaign_id):
+                if not game_master:
+                    return await _play(campaign_id, action, relay, retry, notify)
                 return await _play(campaign_id, action, relay, retry, notify, on_voice=on_voice, voices=True)
         except playing.TurnInProgress as error:
             raise TurnFailed(str(error)) from error

@@ -25,7 +25,7 @@ from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 from django_htmx.http import HttpResponseClientRedirect
 
-from campaigns import lineage, rule_views, story, storytime, worldfile
+from campaigns import lineage, playing, rule_views, story, storytime, worldfile
 from campaigns import views as campaign_views
 from campaigns.forms import (MAX_ACTION, MAX_DIRECTION, CampaignForm, CanonRuleFormSet, EditCampaignForm,
                              NewCampaignForm, SavePointForm)
@@ -577,7 +577,10 @@ async def retry_worker(request, pk):
 def meanwhile(request, pk):
     """Return the "Meanwhile" card of the head reply: what happened off stage after it (empty when nothing did)."""
     campaign = campaign_views.campaign_for_user(request, pk)
-    return render(request, "campaigns/_meanwhile.html", {"campaign": campaign, "note": away.note_of(campaign)})
+    # While a turn plays the head is still the last reply, whose card the turn cleared as it began: the worker's
+    # status line asking again then must not bring it back under the streaming reply.
+    note = None if playing.playing(campaign.pk) else away.note_of(campaign)
+    return render(request, "campaigns/_meanwhile.html", {"campaign": campaign, "note": note})
 
 
 @login_required
