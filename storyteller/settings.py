@@ -237,6 +237,9 @@ STORYTELLER_LLM_URL = _env_str("STORYTELLER_LLM_URL", "http://127.0.0.1:11434").
 STORYTELLER_LLM_API = _env_str("STORYTELLER_LLM_API", "ollama").lower()
 STORYTELLER_NARRATOR_MODEL = _env_str("STORYTELLER_NARRATOR_MODEL", "qwen2.5:3b-instruct")
 STORYTELLER_EMBED_MODEL = _env_str("STORYTELLER_EMBED_MODEL", "nomic-embed-text")
+# How long a model server may send nothing (before its first word, or between two) before the call is given up
+# with what to do: a big model on a slow machine may take longer than this to read a long prompt.
+STORYTELLER_LLM_TIMEOUT = _env_seconds("STORYTELLER_LLM_TIMEOUT", 120.0)
 # How long the post-turn recorder may take to answer with a reply's state
 # events: the patience of a narration (llm.base.READ_TIMEOUT), since a 3B model
 # on a laptop CPU can take a minute to read a long prompt.

@@ -162,9 +162,10 @@ def _client_for(model: str) -> Narrator:
 def _client(api: str, url: str, model: str) -> Narrator:
     if api == "builtin":
         return BuiltinNarrator()
+    timeout = settings.STORYTELLER_LLM_TIMEOUT
     if api == "openai":
-        return OpenAIClient(url, model)
-    return OllamaClient(url, model)
+        return OpenAIClient(url, model, timeout=timeout)
+    return OllamaClient(url, model, timeout=timeout)
 
 
 def _choose_server() -> tuple[str, str, bool]:

@@ -140,7 +140,7 @@ def translate_http_errors(url: str, start_hint: str, timeout: float) -> Iterator
     except httpx.TimeoutException as error:
         raise NarratorTimeout(
             f"The model server at {url} sent nothing for {timeout:g} s; it may still be loading "
-            "the model or be overloaded. Try the turn again in a moment."
+            "the model or be overloaded. Try the turn again in a moment, or raise STORYTELLER_LLM_TIMEOUT."
         ) from error
     except (httpx.RemoteProtocolError, httpx.ReadError, httpx.WriteError) as error:
         raise StreamInterrupted(

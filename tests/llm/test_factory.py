@@ -7,6 +7,7 @@ from storyteller.llm import (
     ChatOptions,
     EmbeddingUnavailable,
     NarratorError,
+    NarratorTimeout,
     OllamaClient,
     OpenAIClient,
     ServerUnavailable,
@@ -72,6 +73,17 @@ async def test_a_configured_server_that_is_down_is_kept_and_fails_the_turn(fake_
     assert isinstance(narrator, OllamaClient)
     with pytest.raises(ServerUnavailable, match="not running"):
         async for _ in narrator.stream_chat([{"role": "user", "content": "Hello"}], ChatOptions()):
+            pass
+
+
+@pytest.mark.parametrize("api", ["ollama", "openai"])
+async def test_the_patience_with_a_silent_server_is_storyteller_llm_timeout(fake_ollama, llm_settings, api):
+    configure(llm_settings, fake_ollama.url, configured=True, api=api)
+    llm_settings(STORYTELLER_LLM_TIMEOUT=0.5)
+    fake_ollama.stall(5)
+
+    with pytest.raises(NarratorTimeout, match="sent nothing for 0.5 s.*raise STORYTELLER_LLM_TIMEOUT"):
+        async for _ in narrator_for().stream_chat([{"role": "user", "content": "Hello"}], ChatOptions()):
             pass
 
 

@@ -36,6 +36,7 @@ async def real_narrator(llama_cpp_server, settings):
     settings.STORYTELLER_LLM_API = "openai"
     # A busy machine slows the 135M model tenfold; what is tested here is what the server accepts, not its speed.
     settings.STORYTELLER_RECORDER_TIMEOUT = 600
+    settings.STORYTELLER_LLM_TIMEOUT = 600
     llama_cpp_server.check_running()
     yield llama_cpp_server
     await postturn.settle()
