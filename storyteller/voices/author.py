@@ -29,7 +29,7 @@ from django.db import transaction
 
 from campaigns import lineage
 from campaigns import state as story_state
-from campaigns.models import Campaign, ConsolidationRun, Node, StateEvent
+from campaigns.models import Campaign, ConsolidationRun, Node, StateEvent, StateRecord
 from campaigns.state import authoring, world
 from campaigns.state.authoring import AuthorRefused, Request
 from campaigns.state.rules import Refused
@@ -194,6 +194,10 @@ async def consolidate(campaign_id, node_id, *, force=False):
     refused completion, a world_lint error — nothing is written and the
     queue stays, with the reason returned.
     """
+    if not force and not await database_sync_to_async(_anything_queued)(campaign_id, node_id):
+        # After every turn of every campaign: the whole state is not read (on the database's one thread, which
+        # pages and turns share) to learn that nothing waits.
+        return Consolidation("not due", "nothing the author created waits")
     node, campaign, state = await database_sync_to_async(_at)(campaign_id, node_id)
     limits = limits_of(campaign)
     queued = authoring.queue(state)
@@ -257,6 +261,13 @@ def _pending(node_id):
     if run is not None and run.status != ConsolidationRun.Status.FAILED:
         return None
     return node.campaign_id, (run.attempts + 1) if run else 1
+
+
+def _anything_queued(campaign_id, node_id):
+    """Return whether any consolidation record is on the line at reply ``node_id`` (one indexed query)."""
+    node = Node.objects.get(pk=node_id, campaign_id=campaign_id)
+    path = lineage.path_at(campaign_id, node.branch_id, node.depth)
+    return StateRecord.objects.filter(path.clause(), campaign_id=campaign_id, kind="consolidation").exists()
 
 
 def _at(campaign_id, node_id):

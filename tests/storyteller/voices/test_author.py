@@ -311,6 +311,14 @@ async def test_consolidation_runs_as_a_post_turn_step_after_four_turns_of_play(k
     assert now.get("relationship:aldric:ilsa").value == "wants his money back"
 
 
+async def test_with_nothing_the_author_made_the_step_records_that_nothing_waits(keep, narrator_server):
+    from campaigns.models import ConsolidationRun
+
+    node = await play_through(keep, 1)
+    run = await ConsolidationRun.objects.aget(node_id=node)
+    assert (run.status, run.note) == ("not_due", "nothing the author created waits")
+
+
 async def test_a_failed_consolidation_step_keeps_the_queue_and_says_why_on_the_play_page(keep, narrator_server, client,
                                                                                          owner):
     from django.urls import reverse
