@@ -74,9 +74,8 @@ async def play_turn(campaign_id, action, relay, *, retry=False, notify=None, on_
         # the page knows a turn is playing (the last reply's "Meanwhile" card stays cleared until it ends).
         try:
             async with playing.turn(campaign_id):
-                if not game_master:
-                    return await _play(campaign_id, action, relay, retry, notify)
-                return await _play(campaign_id, action, relay, retry, notify, on_voice=on_voice, voices=True)
+                return await _play(campaign_id, action, relay, retry, notify,
+                                   on_voice=on_voice if game_master else None, voices=bool(game_master))
         except playing.TurnInProgress as error:
             raise TurnFailed(str(error)) from error
 
@@ -120,8 +119,9 @@ async def _play(campaign_id, action, relay, retry, notify, *, on_voice=None, voi
     report = prepared.ctx.report
     report["usage"] = {"prompt_eval_count": final.prompt_eval_count, "eval_count": final.eval_count,
                        "count_source": final.count_source}
-    tokens = context.node_tokens(Node.Role.NARRATOR, "", text)
-    if played is not None:
+    if played is None:
+        tokens = context.node_tokens(Node.Role.NARRATOR, "", text)
+    else:
         report["voices"] = {**played.report, "narration": await gm.narration_step(prepared.narrator, messages, text)}
         tokens = gm.reply_tokens(played, text)  # as history renders the turn: notes, request, narration
         text = gm.transcript(played, text)

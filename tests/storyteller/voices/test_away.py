@@ -14,6 +14,7 @@ from campaigns.models import Campaign, ContextSnapshot, Node, Round
 from storyteller import turns
 from storyteller.context import Action
 from storyteller.voices import away
+from tests.storyteller.streaming import while_streaming
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -97,27 +98,14 @@ def test_the_card_is_404_for_another_user_and_answers_only_get(client, campaign,
 
 async def test_while_the_next_turn_streams_the_last_replys_card_does_not_come_back(
         client_of, campaign, narrator_server):
-    import asyncio
-
     # The worker's status line reloads the card whenever the post-turn work is done, which may be while the next
     # turn streams: the head is still the last reply then, and its card was cleared when the turn began.
     await play(campaign, "knock")
     await sync_to_async(lambda: account_at(head_reply(campaign), campaign))()
     assert CANARY.split("<")[0] in await sync_to_async(card)(client_of, campaign)
-    narrator_server.script("Slowly" + " on" * 30)
-    narrator_server.chunk_delay(0.05)
-    streaming = asyncio.Event()
-
-    async def relay(_):
-        streaming.set()
-
-    task = asyncio.create_task(turns.play_turn(campaign.pk, Action(mode="do", text="wait"), relay))
-    try:
-        await asyncio.wait_for(streaming.wait(), 10)
+    async with while_streaming(campaign.pk, narrator_server) as turn:
         assert "data-meanwhile" not in await sync_to_async(card)(client_of, campaign)
-    finally:
-        narrator_server.chunk_delay(0)
-        await (await task).post_turn
+    await turn.result.post_turn
     assert "data-meanwhile" not in await sync_to_async(card)(client_of, campaign), "the new reply has no note"
 
 

@@ -17,6 +17,7 @@ from storyteller import turns
 from storyteller.voices import gm as gm_module
 from storyteller.context import Action
 from tests.campaigns.test_minds import kitchen_document
+from tests.storyteller.streaming import while_streaming
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -331,28 +332,14 @@ async def test_a_character_without_lore_is_not_asked_about_her_background(owner,
 
 
 async def test_a_lorebook_cannot_change_while_a_game_master_turn_plays(owner, narrator_server):
-    import asyncio
-
     from campaigns import playing
 
     campaign = await sync_to_async(game)(owner)
     narrator_server.script_gm(gm())
-    narrator_server.script("Slowly" + " on" * 30)
-    narrator_server.chunk_delay(0.05)
-    streaming = asyncio.Event()
-
-    async def relay(chunk):
-        streaming.set()
-
-    task = asyncio.create_task(turns.play_turn(campaign.pk, Action(mode="do", text="wait"), relay))
-    try:
-        await asyncio.wait_for(streaming.wait(), 10)
+    async with while_streaming(campaign.pk, narrator_server):
         with pytest.raises(playing.TurnInProgress, match="lorebooks do not change during a turn"):
             with playing.lore_change(campaign.pk):
                 pass
-    finally:
-        narrator_server.chunk_delay(0)
-        await task
     with playing.lore_change(campaign.pk):
         pass  # the turn is over: a change goes through
 
