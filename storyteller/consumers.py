@@ -139,6 +139,9 @@ class PlayConsumer(AsyncJsonWebsocketConsumer):
             logger.exception("The end of a turn could not be rendered for campaign %s", self.campaign_id)
             message = UNSHOWN if outcome == "committed" else UNEXPECTED
             html = _render_fallback(self.campaign_id, outcome, message.format(error=_name(error)))
+        # The end re-enables Send on the page: from here the turn is over for the socket too, whatever its task
+        # still does (telling other tabs the story moved), so the next action is not refused as "still written".
+        self.turn = None
         await self.send(text_data=html)
 
     async def _relay(self, text):

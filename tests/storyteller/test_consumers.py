@@ -1,5 +1,6 @@
 """The play websocket, over a real ASGI websocket: auth, origin, streaming, escaping, stop."""
 
+import asyncio
 import re
 
 import pytest
@@ -91,6 +92,29 @@ async def test_a_turn_streams_chunks_then_the_committed_story(campaign, owner, n
     assert outcome_of(frames[-1]) == "committed"
     assert not any('id="action-form"' in frame for frame in frames), "the form is never swapped: typed text stays"
     assert not any('id="play-body"' in frame for frame in frames), "only what changed is sent, never the story"
+    await communicator.disconnect()
+
+
+async def test_the_next_action_is_taken_as_soon_as_the_last_reply_has_ended_on_the_page(
+        campaign, owner, narrator_server, monkeypatch):
+    from channels.layers import InMemoryChannelLayer
+
+    # The end of a turn re-enables Send on the page; whatever the turn still does after it (telling other tabs
+    # the story moved, slow when the event loop is busy with the post-turn work) must not refuse the next action.
+    slow_send = InMemoryChannelLayer.group_send
+
+    async def group_send(self, group, message):
+        await asyncio.sleep(0.5)
+        await slow_send(self, group, message)
+
+    monkeypatch.setattr(InMemoryChannelLayer, "group_send", group_send)
+    narrator_server.script("The courtyard is silent.", "The gate creaks open.")
+    communicator, _ = await connect(campaign, owner)
+    await communicator.send_json_to({"mode": "do", "text": "listen"})
+    assert outcome_of((await frames_until_end(communicator))[-1]) == "committed"
+    await communicator.send_json_to({"mode": "do", "text": "open the gate"})
+    frames = await frames_until_end(communicator)
+    assert outcome_of(frames[-1]) == "committed", frames[-1]
     await communicator.disconnect()
 
 
