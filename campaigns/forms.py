@@ -2,10 +2,10 @@ from django import forms
 
 from . import worldfile
 from .models import Campaign, CanonRule, Node
-from .state import calendar, clock
-from .state.rules import Refused
 from .state.events import CORRECTION_TYPES, MAX_TEXT
 from .state.registry import OP_FIELDS, TYPES
+from .state.time import calendar, clock
+from .state.time.rules import Refused
 
 
 # The campaign's limits on voices (seed 002; the edit page's "Voices" fieldset).

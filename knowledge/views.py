@@ -12,10 +12,9 @@ from django.urls import reverse
 from django.views.decorators.http import require_GET, require_POST
 from django_htmx.http import HttpResponseClientRedirect
 
-from campaigns import lineage, playing
+from campaigns import importing, lineage, playing
 from campaigns.models import ContextSnapshot, Node
 from campaigns.views import campaign_for_user
-from storyteller import importing
 
 from . import importer, lorebooks, retrieval
 from .forms import SourceForm, UploadForm

@@ -19,7 +19,8 @@ from campaigns import lineage, playing, story, storytime
 from campaigns.models import Campaign, Node
 from memory import bank, recall_index
 
-from . import compaction, context, llm, postturn, warming
+from . import context, llm, warming
+from .steps import compaction, postturn
 from .voices import gm
 from .llm import priority
 from .context import Action

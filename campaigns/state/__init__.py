@@ -5,7 +5,7 @@
 recorder's outcome per reply is ``RecorderRun`` (no row: still pending).
 """
 
-from . import authoring, offscene  # noqa: F401 — register the world author's and off stage's event types beside the others
+from .world import authoring, offscene  # noqa: F401 — register the world author's and off stage's event types beside the others
 from .events import CORRECTION_TYPES, RECORDER_TYPES, apply_events, correct, record_failure, validate, validate_batch
 from .reading import (
     ENTITY_KINDS,

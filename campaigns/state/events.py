@@ -23,8 +23,9 @@ from django.utils import timezone
 
 from .. import lineage
 from ..models import Campaign, Node, RecorderRun, StateEvent, StateRecord
-from . import minds, world  # noqa: F401 — each registers its event types in the one table
-from . import rulebook  # registers story time and world rules in the one table, and checks triggers after a batch
+from .minds import minds  # noqa: F401 — each registers its event types in the one table
+from .world import world
+from .time import rulebook  # registers story time and world rules in the one table, and checks triggers after a batch
 from .reading import (ENTITY_KINDS, PROTAGONIST, Record, fact_slot, key_for, normalize, state_at, state_for_events,
                       thread_slot)
 from .registry import (STORY, EVERYONE, MAX_NAME, MAX_TEXT, PEOPLE, PROPOSERS, TYPES, Check, Outcome, Rejected, clean,

@@ -9,8 +9,8 @@ player's input or the last reply. Pure: a State and some text in, lines out.
 
 from dataclasses import dataclass, field
 
-from . import world
 from .reading import PROTAGONIST, words
+from .world import world
 
 # Enough for a busy scene (a dozen characters with their items, relations and
 # facts) in roughly 1,000 tokens; beyond it the lines are reported as left out.

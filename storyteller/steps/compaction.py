@@ -28,9 +28,9 @@ from campaigns.models import Campaign, Node
 from memory import blocks, checkpoints
 from memory.models import Checkpoint, CheckpointRun
 
-from . import context, llm, tokens
-from .llm import failures, priority
-from .context import budget, layers
+from .. import context, llm, tokens
+from ..context import budget, layers
+from ..llm import failures, priority
 
 logger = logging.getLogger(__name__)
 

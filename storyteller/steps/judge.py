@@ -21,10 +21,10 @@ from django.db import transaction
 from campaigns import lineage
 from campaigns import state as story_state
 from campaigns.models import Campaign, JudgeRun, Node
-from campaigns.state import rulebook, triggers
+from campaigns.state.time import rulebook, triggers
 
-from . import llm
-from .llm import failures, priority
+from .. import llm
+from ..llm import failures, priority
 
 logger = logging.getLogger(__name__)
 

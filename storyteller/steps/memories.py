@@ -24,9 +24,9 @@ from knowledge.importer import embedding_model, prefixes
 from memory import bank, blocks
 from memory.models import MemoryRun
 
-from . import llm, warming
-from .llm import failures, priority
-from .context import layers
+from .. import llm, warming
+from ..context import layers
+from ..llm import failures, priority
 
 logger = logging.getLogger(__name__)
 

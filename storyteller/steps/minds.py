@@ -29,14 +29,15 @@ from django.db import transaction
 from campaigns import lineage
 from campaigns import state as story_state
 from campaigns.models import Campaign, Node, RecorderRun, StateRecord
-from campaigns.state import minds as mind_events
-from campaigns.state import registry, selection, world
+from campaigns.state import registry, selection
+from campaigns.state.minds import minds as mind_events
+from campaigns.state.world import world
 from knowledge.importer import embedding_model, prefixes
 from memory import recall_index
 from memory.models import MindsRun
 
-from . import llm
-from .llm import failures, priority
+from .. import llm
+from ..llm import failures, priority
 
 logger = logging.getLogger(__name__)
 

@@ -27,9 +27,10 @@ from campaigns import lineage
 from campaigns.models import ConsolidationRun, JudgeRun, Node, OffstageRun, RecorderRun
 from memory.models import CheckpointRun, MemoryRun, MindsRun
 
-from . import compaction, judge, llm, memories, minds, recorder
-from .llm import priority
-from .voices import author, away
+from .. import llm
+from ..llm import priority
+from ..voices import author
+from . import away, compaction, judge, memories, minds, recorder
 
 logger = logging.getLogger(__name__)
 

@@ -34,9 +34,9 @@ from campaigns import state as story_state
 from campaigns.models import Campaign, ContextSnapshot, Node, RecorderRun, Round
 from campaigns.state import selection
 
-from . import llm
-from .context import rules
-from .llm import bounds, failures, priority
+from .. import llm
+from ..context import rules
+from ..llm import bounds, failures, priority
 
 logger = logging.getLogger(__name__)
 

@@ -30,9 +30,9 @@ from django.db import transaction
 from campaigns import lineage
 from campaigns import state as story_state
 from campaigns.models import Campaign, ConsolidationRun, Node, StateEvent, StateRecord
-from campaigns.state import authoring, world
-from campaigns.state.authoring import AuthorRefused, Request
-from campaigns.state.rules import Refused
+from campaigns.state.time.rules import Refused
+from campaigns.state.world import authoring, world
+from campaigns.state.world.authoring import AuthorRefused, Request
 
 from .. import llm
 from ..llm import failures, priority

@@ -19,10 +19,11 @@ import time
 from dataclasses import dataclass, field
 from functools import cached_property
 
-from . import agenda, calendar, clock, dice, triggers, variables, world
-from .reading import PROTAGONIST, key_for
-from .registry import (CORRECTION, ENGINE, EVERYONE, JUDGE, PROPOSERS, RECORDER, RULES_RANK, SCRIPT, TYPES, WORLD,
-                       Check, Field, Rejected, clean, register)
+from ..reading import PROTAGONIST, key_for
+from ..registry import (CORRECTION, ENGINE, EVERYONE, JUDGE, PROPOSERS, RECORDER, RULES_RANK, SCRIPT, TYPES, WORLD,
+                        Check, Field, Rejected, clean, register)
+from ..world import world
+from . import agenda, calendar, clock, dice, triggers, variables
 from .rules import Refused, write
 
 # The Campaign fields a batch reads (beside its id and creation time).
@@ -845,7 +846,7 @@ def _copy(state):
 
 def _dry_run(state, effects, env, elsewhere):
     """Validate a firing's effects in order on ``state`` (a copy); return (outcomes, "") or ([], the first reason)."""
-    from .events import validate
+    from ..events import validate
 
     outcomes = []
     for number, effect in enumerate(effects, 1):
@@ -868,7 +869,7 @@ def after_batch(state, outcomes, source, env, *, elsewhere=lambda key: False):
     fires what 20:00 fires; a batch that leaves every trigger and note as it
     was adds nothing.
     """
-    from .events import validate
+    from ..events import validate
 
     extra = []
     applied = [outcome for outcome in outcomes if outcome.status == "applied"]

@@ -13,7 +13,7 @@ import functools
 import re
 from dataclasses import dataclass
 
-from .reading import normalize, words
+from ..reading import normalize, words
 
 WORLD_BOOK = "world"
 LISTED, EVERYONE = "listed", "everyone"

@@ -28,9 +28,9 @@ and applies whole or not at all, with every reason (``dry_run``).
 from collections import deque
 from dataclasses import dataclass, replace
 
+from ..reading import PROTAGONIST, key_for, normalize
+from ..registry import EVERYONE, PEOPLE, WORLD, WORLD_RANK, Field, Rejected, register
 from .lore import lore_key
-from .reading import PROTAGONIST, key_for, normalize
-from .registry import EVERYONE, PEOPLE, WORLD, WORLD_RANK, Field, Rejected, register
 
 EXIT_STATES = ("open", "locked", "blocked")
 CONTAINER_STATES = ("open", "closed", "locked")

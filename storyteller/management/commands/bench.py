@@ -332,7 +332,7 @@ async def _turn_first_samples(campaign, server, samples):
     from django.contrib.auth import get_user_model
     from django.test import Client
 
-    from storyteller import postturn
+    from storyteller.steps import postturn
     from storyteller.asgi import application
 
     @database_sync_to_async
@@ -1141,7 +1141,7 @@ def _measure_whereabouts(repeat):
     """Beliefs of 50 characters about 2,000 items: replayed from a generated story's world steps, and per turn."""
     import random
 
-    from campaigns.state import beliefs
+    from campaigns.state.minds import beliefs
 
     rng = random.Random(50)
     places = [f"place{i}" for i in range(20)]
@@ -1252,7 +1252,8 @@ def _measure_minds_pipeline(rng, repeat):
     """A minds batch applied through apply_events, and every character's whereabouts beliefs through the per-line
     cache after each turn of a 400-turn story in a world of 50 people and 2,000 things."""
     from campaigns import lineage, worldfile
-    from campaigns.state import apply_events, whereabouts
+    from campaigns.state import apply_events
+    from campaigns.state.minds import whereabouts
 
     campaign, _ = worldfile.create_campaign(_bench_user(), _minds_world())
     for index in range(400):
@@ -1454,7 +1455,7 @@ def _measure_turn_end(campaign, turns, replies=3):
     long_reply = "The lantern swings over the flooded road. " * 500  # 4,000 tokens
 
     async def samples(server):
-        from storyteller import postturn
+        from storyteller.steps import postturn
 
         communicator = await _play_socket(campaign)
         found, largest = [], 0
@@ -1527,7 +1528,8 @@ async def _record_demo_turns():
     from channels.db import database_sync_to_async
 
     from campaigns.models import Campaign, RecorderRun, StateEvent
-    from storyteller import postturn, recorder, turns
+    from storyteller import turns
+    from storyteller.steps import postturn, recorder
     from storyteller.context import Action
 
     await database_sync_to_async(call_command)("seed_demo", verbosity=0)
@@ -1785,7 +1787,8 @@ class _bench_server:
 
 
 async def _play_traced(campaign, server, trace, count, retry, warm_up=3, wait=True):
-    from storyteller import postturn, warming
+    from storyteller import warming
+    from storyteller.steps import postturn
 
     communicator = await _bench_socket(campaign)
     if wait:
@@ -1911,7 +1914,8 @@ def _bench_world(sizes, repeat):
     import random
 
     from campaigns import lineage, worldfile
-    from campaigns.state import lint, state_at, world
+    from campaigns.state import state_at
+    from campaigns.state.world import lint, world
 
     rng = random.Random(2002)
     document = _world_document(rng)
@@ -2102,7 +2106,7 @@ def _measure_world_build(document, repeat):
             _row("  (CPU time)", size, cpu, "")]
 def _bench_rules(sizes, repeat):
     """Story time and world rules, pure (issue 13): agendas, catch-up, triggers, dice and calendar parsing."""
-    from campaigns.state import calendar
+    from campaigns.state.time import calendar
 
     tz = "Europe/Lisbon"
     now = calendar.parse_instant("2031-03-14T08:00", now_ms=0, tz=tz)
@@ -2119,7 +2123,7 @@ RULES_WINDOWS = [
 
 
 def _measure_agendas(now, tz, repeat):
-    from campaigns.state import agenda, calendar
+    from campaigns.state.time import agenda, calendar
 
     people = [f"c{i}" for i in range(500)]
     routines = {who: agenda.parse_routine(who, [{**w, "place": f"{w['place']}-{i % 20}"} for w in RULES_WINDOWS])
@@ -2176,7 +2180,7 @@ class _BenchWorld:
 
 def _measure_trigger_check(now, tz, repeat):
     """500 triggers of every condition type, read from their record data and checked after a 20-event batch."""
-    from campaigns.state import triggers
+    from campaigns.state.time import triggers
 
     kinds = [
         lambda i: {"type": "time", "after": now + i * 60_000},
@@ -2208,7 +2212,7 @@ def _measure_trigger_check(now, tz, repeat):
 
 
 def _measure_dice(repeat):
-    from campaigns.state import dice
+    from campaigns.state.time import dice
 
     pool = {"definition": {"dice": "10d10>=7", "bands": [
         {"label": "fail", "min": 0, "max": 0, "outcome": "nothing"},
@@ -2229,7 +2233,7 @@ def _measure_dice(repeat):
 
 def _measure_calendar_parsing(now, tz, repeat):
     """1,000 different expressions of every form of the grammar, parsed into instants."""
-    from campaigns.state import calendar
+    from campaigns.state.time import calendar
 
     months = list(calendar.MONTH_NAMES[1:])
     forms = [
@@ -2262,7 +2266,8 @@ def _measure_rules_apply(repeat):
     """A recorder batch of 20 events through ``apply_events`` with 500 triggers on the line (issue 13): the whole
     batch, and the trigger check ``rulebook.after_batch`` runs inside it (the same calls, timed from within)."""
     from campaigns.models import Node
-    from campaigns.state import apply_events, rulebook
+    from campaigns.state import apply_events
+    from campaigns.state.time import rulebook
 
     campaign = _generate_state(entities=500, facts=5000, turns=200)
     head = Node.objects.get(campaign=campaign, depth=campaign.head_depth)
@@ -2433,7 +2438,7 @@ def _measure_gm_commit(repeat):
 
 
 def _measure_offstage(rng, repeat):
-    from campaigns.state.agenda import Engagement, Intent
+    from campaigns.state.time.agenda import Engagement, Intent
     from storyteller.voices import offstage
 
     now = 1_900_000_000_000
@@ -2462,7 +2467,8 @@ def _measure_offstage_state(rng, repeat):
     world (three engagements and two goals each, about 60 % of them past their time), then selected."""
     from campaigns import lineage, storytime, worldfile
     from campaigns.state import state_at
-    from storyteller.voices import away, offstage
+    from storyteller.steps import away
+    from storyteller.voices import offstage
 
     doc = _world_document(rng)
     doc["starting_time"] = "2031-03-14T08:00"
@@ -2495,7 +2501,7 @@ def _measure_offstage_state(rng, repeat):
 
 
 def _measure_lore_recall(rng, repeat):
-    from campaigns.state import lore
+    from campaigns.state.world import lore
 
     words = _vocabulary(rng)
     entries = [lore.Entry(f"book:e{n}", _prose(rng, words, 4), _prose(rng, words, 120)) for n in range(2_000)]
@@ -2507,7 +2513,8 @@ def _measure_lore_recall(rng, repeat):
 
 def _measure_author(rng, repeat):
     from campaigns import lineage, worldfile
-    from campaigns.state import authoring, state_at, world
+    from campaigns.state import state_at
+    from campaigns.state.world import authoring, world
     from storyteller.voices import resolution
 
     campaign, _ = worldfile.create_campaign(_bench_user(), _world_document(rng))
