@@ -2,7 +2,8 @@ from django import forms
 
 from . import worldfile
 from .models import Campaign, CanonRule, Node
-from .state.events import CORRECTION_TYPES, MAX_TEXT
+from .state import CORRECTION_TYPES
+from .state.events import MAX_TEXT
 from .state.registry import OP_FIELDS, TYPES
 from .state.time import calendar, clock
 from .state.time.rules import Refused

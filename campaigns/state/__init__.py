@@ -5,8 +5,14 @@
 recorder's outcome per reply is ``RecorderRun`` (no row: still pending).
 """
 
-from .world import authoring, offscene  # noqa: F401 — register the world author's and off stage's event types beside the others
-from .events import CORRECTION_TYPES, RECORDER_TYPES, apply_events, correct, record_failure, validate, validate_batch
+# Each domain registers its event types and hooks in the registry as it is imported; the event core imports
+# none of them. This order is the order ``registry.TYPES`` lists the types in (``manage.py story`` names them).
+from .world import world as _world  # noqa: F401, I001
+from .time import rulebook as _rulebook  # noqa: F401
+from .world import authoring as _authoring, offscene as _offscene  # noqa: F401
+from .minds import minds as _minds  # noqa: F401
+from .world import story as _story  # noqa: F401
+from .events import apply_events, correct, record_failure, validate, validate_batch
 from .reading import (
     ENTITY_KINDS,
     PROTAGONIST,
@@ -19,7 +25,12 @@ from .reading import (
     state_for_events,
     state_for_turn,
 )
-from .registry import recorder_schema, schema
+from .registry import TYPES, recorder_schema, schema, types_for
+
+# What the recorder (and a script) may propose after a turn, and what a person may also do by correction.
+# (The state call's; events, perceptions and beliefs have a call of their own: decision D11.)
+RECORDER_TYPES = tuple(name for name in types_for("recorder") if TYPES[name].call == "")
+CORRECTION_TYPES = types_for("correction")
 
 __all__ = [
     "CORRECTION_TYPES",

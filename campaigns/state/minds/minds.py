@@ -27,7 +27,7 @@ the line has one; before that every time is None and nothing fades.
 """
 
 from ..reading import key_for
-from ..registry import CORRECTION, RECORDER, SCRIPT, Field, Rejected, register
+from ..registry import CORRECTION, RECORDER, SCRIPT, Field, Rejected, hook, register
 from ..world import world
 from .beliefs import perceivers
 
@@ -95,6 +95,7 @@ def event_id(name):
     return key_for(text)[:ID_CHARS]
 
 
+@hook("prefetch")
 def slots_for(state, events):
     """Return the slots validating ``events`` (cleaned) will read, so a partial state reads them in one go.
 

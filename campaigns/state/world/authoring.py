@@ -23,6 +23,7 @@ the queue stays as it was.
 import dataclasses
 from dataclasses import dataclass, field
 
+from ..events import validate_batch
 from ..reading import normalize, words
 from ..registry import PEOPLE, WORLD, Field, Rejected, clean, register
 from ..time.rules import Refused, write
@@ -223,8 +224,6 @@ def check_edit(state, edit, *, turn, per_turn, created_before=0):
 
 def validate(state, events):
     """Validate ``events`` in order on ``state`` with the world's rights; return their Outcomes (observation too)."""
-    from ..events import validate_batch
-
     return validate_batch(state, [clean(event) for event in events], WORLD)
 
 

@@ -29,7 +29,7 @@ from collections import deque
 from dataclasses import dataclass, replace
 
 from ..reading import PROTAGONIST, key_for, normalize
-from ..registry import EVERYONE, PEOPLE, WORLD, WORLD_RANK, Field, Rejected, register
+from ..registry import EVERYONE, PEOPLE, WORLD, WORLD_RANK, Field, Rejected, hook, register
 from .lore import lore_key
 
 EXIT_STATES = ("open", "locked", "blocked")
@@ -1495,6 +1495,13 @@ def observation(state, outcomes):
     if not movers and not witnesses:
         return None
     return {"who": movers, "witnesses": witnesses, "items": sorted(items), "exits": sorted(exits)}
+
+
+@hook("observers")
+def _observed(state, outcomes):
+    """Return the ``observe`` event a batch's outcomes call for, or None (``events.validate_batch`` writes it)."""
+    seen = observation(state, outcomes)
+    return None if seen is None else {"type": "observe", "data": seen}
 
 
 # ---------------------------------------------------------------- the whole world, as plain values
