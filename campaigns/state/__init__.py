@@ -3,6 +3,14 @@
 ``state_at(path, campaign)`` reads the state after a node; ``apply_events``
 (and ``correct`` for a person's corrections) is the only write path; the
 recorder's outcome per reply is ``RecorderRun`` (no row: still pending).
+The event core is here: ``events`` (validate, apply_events: the one
+writer), ``registry`` (the one table of event types, handlers and batch
+hooks), ``reading`` (the fold) and ``selection`` (what the narrator is
+shown, which reads the world's views). The mechanisms are packages —
+``world/``, ``time/``, ``minds/`` — that register their types and hooks in
+the registry as this package imports them; ``events``, ``registry`` and
+``reading`` never import them. Like the rest of ``campaigns``, it imports
+no other app of ours.
 """
 
 # Each domain registers its event types and hooks in the registry as it is imported; the event core imports
