@@ -54,6 +54,7 @@ from .. import llm
 from ..llm import failures, priority
 from ..voices import briefs, offstage, rounds, schemas
 from ..voices.limits import limits_of
+from . import Step
 
 logger = logging.getLogger(__name__)
 
@@ -118,6 +119,9 @@ async def play(node_id):
                                           note=f"{played} played" + (f"; {step.waiting} wait for a later turn"
                                                                      if step.waiting else ""))
     return OffstageRun.Status.FAILED if errors else OffstageRun.Status.PLAYED
+
+
+STEP = Step(play, "Playing what happens off stage…", "Off-stage step", OffstageRun)
 
 
 def _prepare(node_id):

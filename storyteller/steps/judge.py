@@ -25,6 +25,7 @@ from campaigns.state.time import rulebook, triggers
 
 from .. import llm
 from ..llm import failures, priority
+from . import Step
 
 logger = logging.getLogger(__name__)
 
@@ -71,6 +72,9 @@ async def judge(node_id):
                                                  narrator.model)
         return JudgeRun.Status.FAILED
     return JudgeRun.Status.APPLIED
+
+
+STEP = Step(judge, "Judging the world's triggers…", "Judge step", JudgeRun)
 
 
 def _prepare(node_id):

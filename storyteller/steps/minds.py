@@ -38,6 +38,7 @@ from memory.models import MindsRun
 
 from .. import llm
 from ..llm import failures, priority
+from . import Step
 
 logger = logging.getLogger(__name__)
 
@@ -154,6 +155,9 @@ async def record(node_id):
     await database_sync_to_async(_record_run)(job, status=status, counts=counts, indexed=indexed, embedded=embedded,
                                               embedding_note=embedding_note, note=note, error=error, model=model)
     return status
+
+
+STEP = Step(record, "Recording what the characters perceived…", "Minds step", MindsRun)
 
 
 async def _record(job, narrator):

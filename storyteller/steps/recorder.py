@@ -37,6 +37,7 @@ from campaigns.state import selection
 from .. import llm
 from ..context import rules
 from ..llm import bounds, failures, priority
+from . import Step
 
 logger = logging.getLogger(__name__)
 
@@ -148,6 +149,9 @@ async def record(node_id):
         )
         return RecorderRun.Status.FAILED
     return RecorderRun.Status.APPLIED
+
+
+STEP = Step(record, "Recording what the reply changed…", "Recording", RecorderRun)
 
 
 def _apply(job, events, model):
