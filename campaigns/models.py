@@ -97,7 +97,7 @@ class Campaign(models.Model):
     )
 
     # Story time and world rules (seed 002 时间, 世界触发器; docs/rules.md). Checked together by the campaign
-    # form (``campaigns.state.clock.Settings.check``): invalid settings are refused naming what to change.
+    # form (``campaigns.state.time.clock.Settings.check``): invalid settings are refused naming what to change.
     clock_mode = models.CharField(max_length=10, choices=ClockMode.choices, default=ClockMode.SIMULATED,
                                   help_text="Simulated time moves only with the story; real time follows the wall "
                                             "clock, never goes back and cannot be skipped.")

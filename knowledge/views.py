@@ -65,7 +65,7 @@ def knowledge_page(request, pk):
 @login_required
 @require_POST
 async def upload(request, pk):
-    """Import the files on the import thread (storyteller.importing), so nobody else's play waits for them."""
+    """Import the files on the import thread (campaigns.importing), so nobody else's play waits for them."""
     request.user = await request.auser()  # resolved here, not again on the import thread
     if importing.full():
         return await sync_to_async(_busy)(request, pk)

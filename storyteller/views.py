@@ -140,7 +140,7 @@ async def campaign_create(request):
     """The new-campaign form, its budget starting from what the default narrator model can read.
 
     Async because asking the model server must not hold the thread the database work shares; a campaign
-    started from a world file is made on the import thread (storyteller.importing), as every import is.
+    started from a world file is made on the import thread (campaigns.importing), as every import is.
     """
     info = await llm.adescribe_model()
     if request.method == "POST" and request.FILES.get("world"):

@@ -417,7 +417,7 @@ _SHAREABLE = frozenset(BASE_KINDS)
 # For ``_rows``, with BASE_KINDS and the protagonist's location slot as its parameters.
 _BASE_SQL = f"r.kind IN ({', '.join(['%s'] * len(BASE_KINDS))}) OR r.slot = %s"
 
-# What characters perceived and believe (campaigns/state/minds.py): read by the recall index and the
+# What characters perceived and believe (campaigns/state/minds/minds.py): read by the recall index and the
 # whereabouts beliefs, never folded into the state the narrator's lines, the panels and ``story state`` show.
 MIND_KINDS = ("event", "perception", "belief", "notice")
 

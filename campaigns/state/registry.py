@@ -366,7 +366,7 @@ class Check:
         self.state = state
         self.source = source
         self.elsewhere = elsewhere
-        self.env = env  # where and when the batch is (campaigns.state.rulebook.Env), for story time and rules
+        self.env = env  # where and when the batch is (campaigns.state.time.rulebook.Env), for story time and rules
 
     @property
     def by_recorder(self):

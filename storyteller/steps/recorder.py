@@ -76,7 +76,7 @@ Event types (subject / object / value; "data" holds the rest):
 Set narrator_only to true only for something the protagonist does not know. What a character sees on arriving somewhere is recorded for you; do not record it.
 Answer {"events": []} when nothing changed."""
 
-# The rules' types (campaigns/state/rulebook.py), each with its line of RULES; a turn is offered those its line
+# The rules' types (campaigns/state/time/rulebook.py), each with its line of RULES; a turn is offered those its line
 # uses (``rules.recorder_types``): a small model reads the schema in its prompt, and every variant costs time
 # (measured: the whole set took a three-turn recording on llama-cpp-python past its 120 s timeout).
 RULE_LINES = {

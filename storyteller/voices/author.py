@@ -5,7 +5,7 @@ request is checked first (the author on, a need over the threshold, the
 turn's cap, nobody existing who already serves — refused naming whom to
 reuse, without asking the model), then the model answers ``EDIT_WORLD``
 and the edit is checked on a copy of the state the turn sees, through the
-typed events and world_lint (``campaigns.state.authoring``). Nothing is
+typed events and world_lint (``campaigns.state.world.authoring``). Nothing is
 written: the Proposal's events are committed with the turn (``commit``).
 
 ``consolidate`` is what the post-turn step (``steps.consolidation``) asks:
