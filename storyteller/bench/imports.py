@@ -35,8 +35,8 @@ def _measure_bundle(turns):
         seconds = time.perf_counter() - started
     mib = 1024 * 1024
     return figure("bundle import", f"{turns:,} turns: {len(data) / mib:.1f} MiB JSON ({zipped / mib:.1f} zipped), "
-                                 f"peak +{memory.above / mib:.0f} MiB", [seconds],
-                f"within the {bundle.max_bytes() // mib} MiB limit")
+                                   f"peak +{memory.above / mib:.0f} MiB", [seconds],
+                  f"within the {bundle.max_bytes() // mib} MiB limit")
 
 
 def _measure_hostile_uploads():
@@ -49,6 +49,6 @@ def _measure_hostile_uploads():
     rows = [figure("turn, no import", "another person's turn", idle, "send to commit, fake model server")]
     for outcome in outcomes:
         rows.append(figure("turn during upload", f"{outcome.name}: HTTP {outcome.status} in {outcome.seconds:.1f} s, "
-                                               f"app peak +{outcome.peak_above_idle / load.MiB:.0f} MiB",
-                         outcome.turns, "turn max < 3 s; app peak < +200 MiB"))
+                                                 f"app peak +{outcome.peak_above_idle / load.MiB:.0f} MiB",
+                           outcome.turns, "turn max < 3 s; app peak < +200 MiB"))
     return rows

@@ -65,7 +65,7 @@ def run(sizes, repeat):
             *_step_rows(cold["wait"], prefix="    cold "),
             _overhead_row("  sent at once", size, cold["now"], "first after restart, before the warm-up", hardware)]
     rows.append(figure("  hardware, same work", size, [hardware["total"]] * 3,
-                     "cosine top-5 over 10k + cosine over 20k + FTS5 of the turn's terms"))
+                       "cosine top-5 over 10k + cosine over 20k + FTS5 of the turn's terms"))
     return rows
 
 

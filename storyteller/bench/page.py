@@ -100,4 +100,4 @@ def _measure_turn_end(campaign, turns, replies=3):
     with fake_model_server() as server:
         found, largest = async_to_sync(samples)(server)
     return figure("turn end", f"{turns:,} turns, {largest:,} B", found,
-                "frame ≈ one reply, whatever the story's length (daphne's limit: 1 MiB)")
+                  "frame ≈ one reply, whatever the story's length (daphne's limit: 1 MiB)")

@@ -196,7 +196,7 @@ def _measure_lore_recall(rng, repeat):
     known = {entry.key for entry in rng.sample(entries, 200)}
     texts = [prose(rng, words, 30) for _ in range(repeat)]
     return [timed("lore recall", "2,000 entries, 200 known", lambda text: lore.recall(entries, known, text), texts,
-                   "part of a round's 60 ms")]
+                  "part of a round's 60 ms")]
 
 
 def _measure_author(rng, repeat):
@@ -215,13 +215,13 @@ def _measure_author(rng, repeat):
                            "ignore_exits": False, "item_changes": [], "variable_changes": []} for _ in range(4)],
                "elapsed_seconds": 30} for _ in range(repeat)]
     results = [timed("resolve_round", f"4 moves, {size}", lambda r: resolution.resolve(now, r), rounds,
-                      "part of a round's 60 ms")]
+                     "part of a round's 60 ms")]
     edits = [{"characters": [{"name": f"Stranger {n}", "aliases": [], "description": "a stranger", "place": "Room 0",
                               "relationships": [{"to": "Villager 0", "label": "", "summary": "owes money"}]}],
               "places": [{"name": f"Cellar {n}", "aliases": [], "description": "", "features": [],
                           "exits": [{"to": "Room 0", "label": "", "travel_seconds": 10, "both_ways": True}]}],
               "items": []} for n in range(max(5, repeat // 5))]
     results.append(timed("author edit check", f"2 new things, {size}",
-                          lambda e: authoring.check_edit(now, e, turn=1, per_turn=2), edits,
-                          "no target: a world_lint pass of the whole world"))
+                         lambda e: authoring.check_edit(now, e, turn=1, per_turn=2), edits,
+                         "no target: a world_lint pass of the whole world"))
     return results

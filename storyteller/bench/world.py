@@ -40,7 +40,7 @@ def run(sizes, repeat):
         now, "villager-0", *pair), known, "median < 1 ms"))
     people = [f"villager-{rng.randrange(WORLD_CHARACTERS)}" for _ in range(repeat)]
     results.append(timed("character_view", size, lambda who: world.character_view(now, who), people,
-                          "median < 5 ms"))
+                         "median < 5 ms"))
     lints, cpu = [], []
     for _ in range(max(5, repeat // 5)):
         fresh = state_at(lineage.path_of(campaign), campaign)  # lint reads the exit graph and holders afresh
