@@ -124,6 +124,9 @@ def hook(kind, *, campaign_fields=()):
     ``environment`` is one function, with the ``campaign_fields`` it reads;
     the others are lists, called in the order they were registered.
     """
+    if kind not in ("environment", "prefetch", "observers", "after_batch"):
+        raise ValueError(f"no batch hook is called {kind!r}; use environment, prefetch, observers or after_batch")
+
     def decorate(function):
         if kind == "environment":
             if HOOKS.environment is not None:
