@@ -233,6 +233,9 @@ class Node(models.Model):
     text = models.TextField(blank=True, validators=[MaxLengthValidator(NODE_CHARS)])
     direction = models.TextField(blank=True, help_text="One-turn out-of-character direction (seed 000 §48).",
                                  validators=[MaxLengthValidator(DIRECTION_CHARS)])
+    # A reasoning model's thinking before this reply: kept beside it, never part of it (never in history, the
+    # recorder's input, ``tokens`` or the text an export carries as the story).
+    thinking = models.TextField(blank=True, validators=[MaxLengthValidator(NODE_CHARS)])
     # Counted once at commit so a context build never re-tokenises history.
     tokens = models.PositiveIntegerField(default=0)
     # The sum of ``tokens`` from the opening through this node along its own

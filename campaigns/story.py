@@ -50,6 +50,7 @@ class Reply:
     eval_count: int | None = None
     done_reason: str = ""
     duration_ms: int | None = None
+    thinking: str = ""  # a reasoning model's thinking before the reply, kept beside it
 
 
 def start_campaign(campaign):
@@ -127,6 +128,7 @@ def _write_reply(campaign_id, branch_id, depth, reply, parent_through):
         depth=depth,
         role=Node.Role.NARRATOR,
         text=reply.text,
+        thinking=reply.thinking,
         tokens=reply.tokens,
         tokens_through=parent_through + reply.tokens,
     )

@@ -32,6 +32,9 @@ from .views import controls_context, mark_rounds, mark_versions
 logger = logging.getLogger(__name__)
 
 CHUNK_FRAGMENT = '<span id="pending-text" hx-swap-oob="beforeend">{}</span>'
+THINKING_FRAGMENT = '<div id="pending-thinking-text" hx-swap-oob="beforeend">{}</div>'
+# The text streamed so far was thinking (a lone closing tag ended it): it leaves the reply for the thinking box.
+TAKEN_BACK_FRAGMENT = '<span id="pending-text" hx-swap-oob="innerHTML"></span>'
 VOICES_FRAGMENT = '<div id="pending-voices" hx-swap-oob="beforeend">{}</div>'
 NOTICE_FRAGMENT = '<div id="turn-notice" class="notice" role="status" hx-swap-oob="true">{}</div>'
 
@@ -116,7 +119,7 @@ class PlayConsumer(AsyncJsonWebsocketConsumer):
             await self.send(text_data=start)
             turn.started = True
             result = await turns.play_turn(self.campaign_id, action, self._relay, retry=retry, notify=self._notify,
-                                           on_voice=self._voice)
+                                           on_voice=self._voice, think=self._think)
         except turns.TurnFailed as error:
             await self._end(turn, "failed", error=str(error))
             return
@@ -146,6 +149,10 @@ class PlayConsumer(AsyncJsonWebsocketConsumer):
 
     async def _relay(self, text):
         await self.send(text_data=format_html(CHUNK_FRAGMENT, text))
+
+    async def _think(self, text, taken_back=False):
+        """Show a reasoning model's thinking in the reply's collapsed thinking box, apart from the reply."""
+        await self.send(text_data=(TAKEN_BACK_FRAGMENT if taken_back else "") + format_html(THINKING_FRAGMENT, text))
 
     async def _voice(self, kind, data):
         """Show a game-master round's boundary, or a character's lines, as they come (rendered, so escaped)."""

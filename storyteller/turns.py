@@ -19,9 +19,9 @@ from campaigns import lineage, playing, story, storytime
 from campaigns.models import Campaign, Node
 from memory import bank, recall_index
 
-from . import compaction, context, llm, postturn, warming
+from . import compaction, context, llm, postturn, tokens, warming
 from .voices import gm
-from .llm import priority
+from .llm import priority, thinking
 from .context import Action
 
 
@@ -53,10 +53,12 @@ SUMMARISING = ("The story has outgrown the prompt: summarising its older passage
                "longer to start.")
 
 
-async def play_turn(campaign_id, action, relay, *, retry=False, notify=None, on_voice=None):
+async def play_turn(campaign_id, action, relay, *, retry=False, notify=None, on_voice=None, think=None):
     """Play ``action`` (or retry the head's reply) and return the committed reply.
 
-    ``relay(text)`` is awaited for every chunk as it arrives; ``notify(message)``,
+    ``relay(text)`` is awaited for every chunk as it arrives, and ``think(text,
+    taken_back)``, if given, for a reasoning model's thinking (``taken_back``:
+    the text relayed so far was thinking too); ``notify(message)``,
     if given, is awaited when the turn must wait for something first (a
     summary, background work letting go of the model). Post-turn work gives
     way while the turn plays (``llm.priority``). Cancelling the task that runs
@@ -74,13 +76,13 @@ async def play_turn(campaign_id, action, relay, *, retry=False, notify=None, on_
         # the page knows a turn is playing (the last reply's "Meanwhile" card stays cleared until it ends).
         try:
             async with playing.turn(campaign_id):
-                return await _play(campaign_id, action, relay, retry, notify,
+                return await _play(campaign_id, action, relay, retry, notify, think,
                                    on_voice=on_voice if game_master else None, voices=bool(game_master))
         except playing.TurnInProgress as error:
             raise TurnFailed(str(error)) from error
 
 
-async def _play(campaign_id, action, relay, retry, notify, *, on_voice=None, voices=False):
+async def _play(campaign_id, action, relay, retry, notify, think, *, on_voice=None, voices=False):
     prepared = await _prepare_compacting(campaign_id, action, retry, notify)
     campaign = prepared.campaign
     played, messages = None, prepared.ctx.messages
@@ -96,38 +98,20 @@ async def _play(campaign_id, action, relay, retry, notify, *, on_voice=None, voi
         temperature=campaign.temperature,
     )
     started = time.perf_counter()
-    parts = []
-    final = llm.Chunk(done=True)
-    try:
-        async with contextlib.aclosing(prepared.narrator.stream_chat(messages, options)) as stream:
-            async for chunk in stream:
-                if chunk.done:
-                    final = chunk
-                    break
-                if chunk.text:
-                    parts.append(chunk.text)
-                    await relay(chunk.text)
-    except llm.NarratorError as error:
-        raise TurnFailed(f"{error} Nothing was saved.") from error
-
-    text = "".join(parts).strip()
-    if not text:
-        raise TurnFailed(
-            f"The narrator ({prepared.narrator.model}) returned an empty reply, so nothing was saved. "
-            "Try again, or choose another model on the model settings page."
-        )
+    written = thinking.Reply()
+    final = await _stream(prepared.narrator, messages, options, written, relay, think)
+    text = _reply_text(written, prepared.narrator, final, campaign.max_output_tokens)
     report = prepared.ctx.report
-    report["usage"] = {"prompt_eval_count": final.prompt_eval_count, "eval_count": final.eval_count,
-                       "count_source": final.count_source}
+    report["usage"] = _usage(final, written)
     if played is None:
-        tokens = context.node_tokens(Node.Role.NARRATOR, "", text)
+        counted = context.node_tokens(Node.Role.NARRATOR, "", text)
     else:
         report["voices"] = {**played.report, "narration": await gm.narration_step(prepared.narrator, messages, text)}
-        tokens = gm.reply_tokens(played, text)  # as history renders the turn: notes, request, narration
+        counted = gm.reply_tokens(played, text)  # as history renders the turn: notes, request, narration
         text = gm.transcript(played, text)
     reply = story.Reply(
         text=text,
-        tokens=tokens,
+        tokens=counted,
         report=report,
         model=prepared.narrator.model,
         api=prepared.narrator.api,
@@ -135,6 +119,7 @@ async def _play(campaign_id, action, relay, retry, notify, *, on_voice=None, voi
         eval_count=final.eval_count,
         done_reason=final.done_reason or "",
         duration_ms=int((time.perf_counter() - started) * 1000),
+        thinking=written.thinking.strip(),
     )
     node = await database_sync_to_async(_commit)(prepared, reply, retry, played)
     # The commit has returned, so the turn is durable: only now may the recorder read it.
@@ -146,6 +131,53 @@ async def _play(campaign_id, action, relay, retry, notify, *, on_voice=None, voi
             "Use Continue to carry on, or raise max_output_tokens in the campaign settings."
         )
     return TurnResult(node_id=node.pk, text=text, notice=notice, post_turn=post_turn)
+
+
+async def _stream(narrator, messages, options, written, relay, think=None):
+    """Stream the narrator's answer to ``messages`` into ``written`` (a ``thinking.Reply``); return the final chunk.
+
+    The text goes to ``relay`` as it arrives and the thinking to ``think``;
+    however the stream ends — finished, failed or cancelled — ``written``
+    holds what had arrived.
+    """
+    try:
+        async with contextlib.aclosing(narrator.stream_chat(messages, options)) as stream:
+            async for chunk in stream:
+                if chunk.done:
+                    return chunk
+                written.add(chunk)
+                if chunk.thinking and think is not None:
+                    await think(chunk.thinking, chunk.taken_back)
+                if chunk.text:
+                    await relay(chunk.text)
+    except llm.NarratorError as error:
+        raise TurnFailed(f"{error} Nothing was saved.") from error
+    return llm.Chunk(done=True)
+
+
+def _reply_text(written, narrator, final, limit):
+    """Return the reply's text, or fail the turn in words: an empty reply, or one that was only thinking."""
+    text = written.text.strip()
+    if text:
+        return text
+    if written.thinking.strip():
+        cut = f" until the {limit}-token limit cut it off" if final.done_reason == "length" else ""
+        raise TurnFailed(
+            f"The narrator ({narrator.model}) only thought{cut} and wrote no reply, so nothing was saved. A "
+            "reasoning model's thinking uses the reply's tokens: try again, raise max_output_tokens in the campaign "
+            "settings, or choose a model that does not think on the model settings page."
+        )
+    raise TurnFailed(
+        f"The narrator ({narrator.model}) returned an empty reply, so nothing was saved. "
+        "Try again, or choose another model on the model settings page."
+    )
+
+
+def _usage(final, written):
+    """Return what the server counted for a reply, and the thinking it did first (counted apart, estimated)."""
+    return {"prompt_eval_count": final.prompt_eval_count, "eval_count": final.eval_count,
+            "count_source": final.count_source,
+            "thinking_tokens": tokens.count(written.thinking) if written.thinking.strip() else 0}
 
 
 async def _prepare_compacting(campaign_id, action, retry, notify):

@@ -102,24 +102,24 @@ def split(text):
     """Return (thinking, text) of a whole reply."""
     splitter = Splitter()
     reply = Reply()
-    for piece in splitter.feed(text) + splitter.close():
-        reply.add(piece)
+    for chunk in chunks(splitter.feed(text) + splitter.close()):
+        reply.add(chunk)
     return reply.thinking.strip(), reply.text.strip()
 
 
 class Reply:
-    """A reply gathered from pieces as they come: its text and, apart, its thinking."""
+    """A reply gathered from a stream's chunks as they come: its text and, apart, its thinking."""
 
     def __init__(self):
         self._text, self._thinking = [], []
 
-    def add(self, piece):
-        if piece.kind == TEXT:
-            self._text.append(piece.text)
-        else:
-            if piece.kind == TAKEN_BACK:
-                self._text = []
-            self._thinking.append(piece.text)
+    def add(self, chunk):
+        if chunk.taken_back:
+            self._text = []
+        if chunk.thinking:
+            self._thinking.append(chunk.thinking)
+        if chunk.text:
+            self._text.append(chunk.text)
 
     @property
     def text(self):

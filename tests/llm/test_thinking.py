@@ -15,10 +15,7 @@ def gathered(chunks):
     """Return (text, thinking) of a stream as a turn keeps them."""
     reply = thinking.Reply()
     for chunk in chunks:
-        if chunk.text:
-            reply.add(thinking.Piece(thinking.TEXT, chunk.text))
-        elif chunk.thinking:
-            reply.add(thinking.Piece(thinking.TAKEN_BACK if chunk.taken_back else thinking.THINKING, chunk.thinking))
+        reply.add(chunk)
     return reply.text, reply.thinking
 
 
