@@ -56,6 +56,7 @@ UNSHOWN = ("The reply was saved, but the page could not show it ({error}); the s
 
 class PlayConsumer(AsyncJsonWebsocketConsumer):
     turn = None
+    stopping = None  # set by Stop when the turn keeps what it wrote (a continuation); None: Stop cancels
     group = None
     closed = False
 
@@ -93,11 +94,13 @@ class PlayConsumer(AsyncJsonWebsocketConsumer):
     async def receive_json(self, content, **kwargs):
         kind = content.get("action", "turn")
         if kind == "stop":
-            if self._busy():
-                self.turn.cancel()
+            self._stop()
             return
         if self._busy():
             await self._refuse(BUSY)
+            return
+        if kind == "continue":
+            self._start(self._continue(), stop_keeps=True)
             return
         if kind not in ("turn", "retry"):
             await self._refuse(UNKNOWN)
@@ -109,17 +112,41 @@ class PlayConsumer(AsyncJsonWebsocketConsumer):
                 await self._refuse(" ".join(m for ms in form.errors.values() for m in ms))
                 return
             action = Action(**form.cleaned_data)
-        self.turn = asyncio.create_task(self._play(action, retry=kind == "retry"))
+        self._start(self._play(action, retry=kind == "retry"))
+
+    def _start(self, work, *, stop_keeps=False):
+        """Run one turn's ``work`` as the socket's task; with ``stop_keeps``, Stop ends it keeping what it wrote."""
+        self.stopping = asyncio.Event() if stop_keeps else None
+        self.turn = asyncio.create_task(work)
+
+    def _stop(self):
+        if not self._busy():
+            return
+        if self.stopping is not None:
+            self.stopping.set()
+        else:
+            self.turn.cancel()
 
     async def _play(self, action, retry):
-        """Play one turn; every way it can end sends the end of the turn to the page."""
-        turn = _Turn(action, retry)
+        await self._run(_Turn(action, retry), lambda: turns.play_turn(
+            self.campaign_id, action, self._relay, retry=retry, notify=self._notify, on_voice=self._voice,
+            think=self._think))
+
+    async def _continue(self):
+        """Lengthen the head's reply in place, streamed onto its card; Stop keeps what the narrator had written."""
+        await self._run(_Turn(None, retry=False, continuing=True), lambda: turns.continue_reply(
+            self.campaign_id, self._relay, stopped=self.stopping, notify=self._notify, think=self._think))
+
+    async def _run(self, turn, play):
+        """Run ``play()``, one turn; every way it can end sends the end of the turn to the page."""
         try:
-            start, turn.replaced = await _render_start(self.campaign_id, action, retry)
+            start, turn.replaced = await _render_start(self.campaign_id, turn)
             await self.send(text_data=start)
             turn.started = True
-            result = await turns.play_turn(self.campaign_id, action, self._relay, retry=retry, notify=self._notify,
-                                           on_voice=self._voice, think=self._think)
+            result = await play()
+        except turns.TurnStopped as stopped:
+            await self._end(turn, "stopped", notice=str(stopped))
+            return
         except turns.TurnFailed as error:
             await self._end(turn, "failed", error=str(error))
             return
@@ -187,8 +214,13 @@ class _Turn:
 
     action: Action | None
     retry: bool
+    continuing: bool = False  # Continue in place: the head's reply streams on, in its own card
     started: bool = False  # the pending nodes are on the page
-    replaced: Node | None = None  # the reply a retry took off the page
+    replaced: Node | None = None  # the reply a retry (or a continuation) took off the page
+
+    @property
+    def replaces_reply(self):
+        return self.retry or self.continuing
 
 
 def _name(error):
@@ -213,16 +245,17 @@ def _owns(user, campaign_id):
 
 
 @database_sync_to_async
-def _render_start(campaign_id, action, retry):
-    """Return the start of a turn (pending nodes, controls locked) and the reply a retry replaces."""
+def _render_start(campaign_id, turn):
+    """Return the start of a turn (pending nodes, controls locked) and the reply a retry or continuation replaces."""
     campaign = Campaign.objects.get(pk=campaign_id)
     replaced = None
-    if retry:
+    if turn.replaces_reply:
         replaced = lineage.path_of(campaign).nodes().filter(depth=campaign.head_depth).first()
     html = render_to_string("campaigns/_turn_start.html", {
         "campaign": campaign,
-        "action": action,
+        "action": turn.action,
         "replaced": replaced,
+        "continuing": replaced if turn.continuing else None,
     })
     return html, replaced
 
@@ -234,7 +267,7 @@ def _render_end(campaign_id, turn, outcome, *, error="", notice="", result=None,
     player = reply = None
     if result is not None:
         reply = Node.objects.get(pk=result.node_id)
-        if not turn.retry:
+        if not turn.replaces_reply:
             player = Node.objects.get(branch_id=reply.branch_id, depth=reply.depth - 1)
     elif turn.started and turn.replaced is not None:
         reply = turn.replaced  # a retry that did not commit: the reply it was to replace comes back

@@ -23,6 +23,7 @@ from . import compaction, context, llm, postturn, tokens, warming
 from .voices import gm
 from .llm import priority, thinking
 from .context import Action
+from .context.budget import MESSAGE_OVERHEAD, REPLY_MARGIN
 
 
 class TurnFailed(Exception):
@@ -69,17 +70,150 @@ async def play_turn(campaign_id, action, relay, *, retry=False, notify=None, on_
     each round begins and each character speaks. The narration streams as
     ever, and the rounds commit with the turn.
     """
-    async with priority.turn(notify):
+    async with _playing(campaign_id, notify):
         game_master = await database_sync_to_async(
             lambda: Campaign.objects.values_list("game_master", flat=True).get(pk=campaign_id))()
-        # Lorebooks do not change from the turn's first read to its commit (every voice reads the same lore), and
-        # the page knows a turn is playing (the last reply's "Meanwhile" card stays cleared until it ends).
+        return await _play(campaign_id, action, relay, retry, notify, think,
+                           on_voice=on_voice if game_master else None, voices=bool(game_master))
+
+
+@contextlib.asynccontextmanager
+async def _playing(campaign_id, notify):
+    """Hold what every turn holds while it plays: the model before background work (``llm.priority``), and the
+    campaign's lorebooks unchanged from the turn's first read to its commit (every voice reads the same lore; the
+    page knows a turn is playing: the last reply's "Meanwhile" card stays cleared until it ends)."""
+    async with priority.turn(notify):
         try:
             async with playing.turn(campaign_id):
-                return await _play(campaign_id, action, relay, retry, notify, think,
-                                   on_voice=on_voice if game_master else None, voices=bool(game_master))
+                yield
         except playing.TurnInProgress as error:
             raise TurnFailed(str(error)) from error
+
+
+# A continuation needs at least this many tokens of room to be worth asking for.
+MIN_CONTINUATION = 16
+# The text a continuation may follow without a space of its own: it ends a sentence (a model that starts its
+# answer afresh instead of going on from the unfinished message begins with a capital and no space).
+SENTENCE_END = tuple(".!?…\"”’')")
+
+
+class TurnStopped(Exception):
+    """A continuation was stopped before the narrator wrote anything: nothing changed; the message says so."""
+
+
+async def continue_reply(campaign_id, relay, *, stopped=None, notify=None, think=None):
+    """Lengthen the head's reply in place; return the new version (the old text and what the narrator added).
+
+    The narrator gets the reply's own prompt (as a retry builds it) with the
+    reply itself as its unfinished last message, so the request shares all
+    of the reply's prompt and goes on from its last word. The result is a new
+    version of the reply, a sibling as a retry's is; the old one stays one
+    flip away. Setting ``stopped`` (an ``asyncio.Event``) ends the stream and
+    keeps what it wrote; cancelling the task keeps nothing, as for a turn.
+    """
+    async with _playing(campaign_id, notify):
+        shown, head = await database_sync_to_async(_continuable)(campaign_id)
+        prepared = await _prepare_compacting(campaign_id, None, True, notify)
+        if prepared.expected_head != head:
+            raise TurnFailed(str(story.StoryMovedOn()))
+        return await _continue(prepared, shown, relay, stopped, think)
+
+
+async def _continue(prepared, shown, relay, stopped, think):
+    campaign = prepared.campaign
+    limit = _continuation_limit(campaign, prepared.ctx, shown)
+    messages = [*prepared.ctx.messages, {"role": "assistant", "content": shown.text}]
+    options = llm.ChatOptions(num_predict=limit, num_ctx=campaign.context_token_budget,
+                              temperature=campaign.temperature)
+    written, began = thinking.Reply(), []
+
+    async def onto_the_reply(text):
+        if not began:  # the first words go on from the reply's last, a space between them where needed
+            began.append(_separator(shown.text, text, fresh=bool(written.thinking)))
+            text = began[0] + text
+        await relay(text)
+
+    started = time.perf_counter()
+    final, was_stopped = await _until_stopped(
+        _stream(prepared.narrator, messages, options, written, onto_the_reply, think), stopped)
+    if was_stopped and not written.text.strip():
+        raise TurnStopped("Stopped before the narrator wrote more; the reply is as it was.")
+    if not was_stopped:
+        _reply_text(written, prepared.narrator, final, limit)  # refuses a continuation that is empty or only thinking
+    text = shown.text + began[0] + written.text.rstrip()
+    report = prepared.ctx.report
+    report["usage"] = _usage(final, written)
+    report["continued"] = {"from": shown.pk, "reply_tokens": shown.tokens, "num_predict": limit,
+                           "stopped": was_stopped}
+    reply = story.Reply(
+        text=text, tokens=context.node_tokens(Node.Role.NARRATOR, "", text), report=report,
+        model=prepared.narrator.model, api=prepared.narrator.api,
+        prompt_eval_count=final.prompt_eval_count, eval_count=final.eval_count,
+        done_reason="stopped" if was_stopped else final.done_reason or "",
+        duration_ms=int((time.perf_counter() - started) * 1000),
+        thinking="\n\n".join(part for part in (shown.thinking, written.thinking.strip()) if part),
+    )
+    node = await database_sync_to_async(_commit)(prepared, reply, True)
+    post_turn = postturn.schedule(campaign.pk, node.pk)
+    notice = ("Stopped: what the narrator had written is kept, as a new version of the reply (‹ flips back)."
+              if was_stopped else "")
+    if final.done_reason == "length" and not was_stopped:
+        notice = (f"The continuation reached its {limit}-token limit; it was saved as it is. Continue again to "
+                  "carry on.")
+    return TurnResult(node_id=node.pk, text=text, notice=notice, post_turn=post_turn)
+
+
+def _continuable(campaign_id):
+    """Return the head's reply and the head, or refuse in words when there is no reply to continue in place."""
+    campaign = Campaign.objects.get(pk=campaign_id)
+    reply = lineage.path_of(campaign).nodes().filter(depth=campaign.head_depth, role=Node.Role.NARRATOR).first()
+    if reply is None:
+        raise TurnFailed("There is no reply to continue yet: send an action first.")
+    if reply.rounds.filter(kind="gm").exists():
+        raise TurnFailed("A game master's reply cannot be lengthened in place (its rounds and what they changed "
+                         "belong to it): send Continue as your action for a new passage, or Retry it.")
+    return reply, (campaign.head_branch_id, campaign.head_depth)
+
+
+def _continuation_limit(campaign, ctx, shown):
+    """Return how many tokens the continuation may take: the reply's limit, within what the window has left."""
+    room = (campaign.context_token_budget - ctx.prompt_tokens - shown.tokens - MESSAGE_OVERHEAD - REPLY_MARGIN)
+    if room < MIN_CONTINUATION:
+        raise TurnFailed(
+            f"The reply is already {shown.tokens:,} tokens long: with the story before it, that leaves {max(room, 0)} "
+            "tokens of the window to continue in. Raise context_token_budget in the campaign settings, or send "
+            "Continue as your action for a new passage. Nothing was changed.")
+    return min(campaign.max_output_tokens, room)
+
+
+def _separator(before, after, *, fresh=False):
+    """Return what goes between a reply and its continuation's first words: a space where they begin a new
+    sentence without one, or follow the model's thinking (which ended with the whitespace they had)."""
+    if not before or not after or after[0].isspace() or before[-1].isspace() or after[0] in ".,;:!?":
+        return ""
+    return " " if fresh or before.endswith(SENTENCE_END) else ""
+
+
+async def _until_stopped(streaming, stopped):
+    """Await ``streaming`` (``_stream``) until it ends or ``stopped`` is set; return (its final chunk, stopped).
+
+    Stopping cancels the stream (the server stops generating); what it had
+    written stays in its ``thinking.Reply``.
+    """
+    task = asyncio.ensure_future(streaming)
+    if stopped is None:
+        return await task, False
+    waiter = asyncio.ensure_future(stopped.wait())
+    try:
+        await asyncio.wait({task, waiter}, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        waiter.cancel()
+        if not task.done():
+            task.cancel()
+            await asyncio.gather(task, return_exceptions=True)
+    if task.cancelled():
+        return llm.Chunk(done=True, done_reason="stopped"), True
+    return task.result(), False
 
 
 async def _play(campaign_id, action, relay, retry, notify, think, *, on_voice=None, voices=False):

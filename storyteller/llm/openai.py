@@ -257,6 +257,10 @@ class OpenAIClient:
             body["seed"] = options.seed
         if options.stop:
             body["stop"] = list(options.stop)
+        if messages and messages[-1].get("role") == "assistant":
+            # Go on from the unfinished last message rather than answer it: vLLM's names for it; llama.cpp's
+            # server continues a final assistant message by itself and ignores them.
+            body |= {"continue_final_message": True, "add_generation_prompt": False}
         return body
 
     async def _models(self) -> list[dict]:
