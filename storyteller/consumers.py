@@ -25,9 +25,9 @@ from campaigns import lineage
 from campaigns.forms import ActionForm
 from campaigns.models import Campaign, Node
 
-from . import turns, warming
+from . import editing, postturn, turns, warming
 from .context import Action
-from .views import controls_context, mark_rounds, mark_versions
+from .views import STORY_WINDOW, controls_context, mark_rounds, mark_versions
 
 logger = logging.getLogger(__name__)
 
@@ -39,7 +39,7 @@ VOICES_FRAGMENT = '<div id="pending-voices" hx-swap-oob="beforeend">{}</div>'
 NOTICE_FRAGMENT = '<div id="turn-notice" class="notice" role="status" hx-swap-oob="true">{}</div>'
 
 # The form fields a message may carry; each, when present, must be a string.
-FIELDS = ("action", "mode", "text", "direction")
+FIELDS = ("action", "mode", "text", "direction", "node")
 
 MALFORMED = ("The app could not read that message (it was not a JSON object of form fields), so nothing was sent "
              "to the narrator. Reload the page and try again.")
@@ -50,6 +50,7 @@ UNKNOWN = "The app does not know that request, so nothing was done. Reload the p
 STOPPED = "Stopped. Nothing was saved."
 UNEXPECTED = ("The turn failed unexpectedly ({error}). The story has been read again and shows what was saved, and "
               "anything you typed is back in the box. Try again; if this keeps happening, the app's console says more.")
+EDITED = "Saved as a new version (‹ flips back to the old one)."
 UNSHOWN = ("The reply was saved, but the page could not show it ({error}); the story has been read again. "
            "If this keeps happening, the app's console says more.")
 
@@ -102,17 +103,20 @@ class PlayConsumer(AsyncJsonWebsocketConsumer):
         if kind == "continue":
             self._start(self._continue(), stop_keeps=True)
             return
-        if kind not in ("turn", "retry"):
+        if kind == "edit-reply":
+            await self._edit_reply(_node_id(content), content.get("text", ""))
+            return
+        if kind not in ("turn", "retry", "edit"):
             await self._refuse(UNKNOWN)
             return
-        action = None
-        if kind == "turn":
+        action, edit_of = None, _node_id(content) if kind == "edit" else None
+        if kind in ("turn", "edit"):
             form = ActionForm(content)
-            if not form.is_valid():
-                await self._refuse(" ".join(m for ms in form.errors.values() for m in ms))
+            if not form.is_valid() or (kind == "edit" and edit_of is None):
+                await self._refuse(" ".join(m for ms in form.errors.values() for m in ms) or UNKNOWN)
                 return
             action = Action(**form.cleaned_data)
-        self._start(self._play(action, retry=kind == "retry"))
+        self._start(self._play(action, retry=kind == "retry", edit_of=edit_of))
 
     def _start(self, work, *, stop_keeps=False):
         """Run one turn's ``work`` as the socket's task; with ``stop_keeps``, Stop ends it keeping what it wrote."""
@@ -127,15 +131,26 @@ class PlayConsumer(AsyncJsonWebsocketConsumer):
         else:
             self.turn.cancel()
 
-    async def _play(self, action, retry):
-        await self._run(_Turn(action, retry), lambda: turns.play_turn(
+    async def _play(self, action, retry, edit_of=None):
+        await self._run(_Turn(action, retry, edit_of=edit_of), lambda: turns.play_turn(
             self.campaign_id, action, self._relay, retry=retry, notify=self._notify, on_voice=self._voice,
-            think=self._think))
+            think=self._think, edit_of=edit_of))
 
     async def _continue(self):
         """Lengthen the head's reply in place, streamed onto its card; Stop keeps what the narrator had written."""
         await self._run(_Turn(None, retry=False, continuing=True), lambda: turns.continue_reply(
             self.campaign_id, self._relay, stopped=self.stopping, notify=self._notify, think=self._think))
+
+    async def _edit_reply(self, node_id, text):
+        """Save an edited reply as a new version and have the page read the story again; its steps run on it."""
+        try:
+            node = await database_sync_to_async(editing.edit_reply)(self.campaign_id, node_id, text)
+        except editing.EditRefused as refusal:
+            await self._refuse(str(refusal))
+            return
+        postturn.schedule(self.campaign_id, node.pk)
+        await self.send(text_data=await _render_edited(self.campaign_id))
+        await self.channel_layer.group_send(self.group, {"type": "story.changed", "sender": self.channel_name})
 
     async def _run(self, turn, play):
         """Run ``play()``, one turn; every way it can end sends the end of the turn to the page."""
@@ -215,6 +230,7 @@ class _Turn:
     action: Action | None
     retry: bool
     continuing: bool = False  # Continue in place: the head's reply streams on, in its own card
+    edit_of: int | None = None  # an edited action: the id of the action it is a new version of
     started: bool = False  # the pending nodes are on the page
     replaced: Node | None = None  # the reply a retry (or a continuation) took off the page
 
@@ -226,6 +242,12 @@ class _Turn:
 def _name(error):
     """Name an unexpected error briefly, for a person (the log has the traceback)."""
     return f"{type(error).__name__}: {error}"[:200]
+
+
+def _node_id(content):
+    """Return the node id an edit names, or None when it names none."""
+    value = content.get("node", "")
+    return int(value) if value.isdigit() and len(value) < 12 else None
 
 
 def _parse(text_data):
@@ -248,13 +270,19 @@ def _owns(user, campaign_id):
 def _render_start(campaign_id, turn):
     """Return the start of a turn (pending nodes, controls locked) and the reply a retry or continuation replaces."""
     campaign = Campaign.objects.get(pk=campaign_id)
-    replaced = None
+    path = lineage.path_of(campaign)
+    replaced, removed = None, []
     if turn.replaces_reply:
-        replaced = lineage.path_of(campaign).nodes().filter(depth=campaign.head_depth).first()
+        replaced = path.nodes().filter(depth=campaign.head_depth).first()
+    if turn.edit_of is not None:
+        # The edited action and everything after it leave the page (they stay on their branch): the window's part.
+        edited = path.nodes().filter(pk=turn.edit_of).first()
+        removed = path.nodes().filter(depth__gte=edited.depth).order_by("-depth")[:STORY_WINDOW] if edited else []
     html = render_to_string("campaigns/_turn_start.html", {
         "campaign": campaign,
         "action": turn.action,
         "replaced": replaced,
+        "removed": list(removed),
         "continuing": replaced if turn.continuing else None,
     })
     return html, replaced
@@ -262,8 +290,12 @@ def _render_start(campaign_id, turn):
 
 @database_sync_to_async
 def _render_end(campaign_id, turn, outcome, *, error="", notice="", result=None, refresh=False):
-    """Render ``campaigns/_turn_end.html``: the new nodes (or the replaced reply back), controls and messages."""
+    """Render ``campaigns/_turn_end.html``: the new nodes (or the replaced reply back), controls and messages.
+
+    An edited action that did not commit has the page read the story again: what it took off comes back.
+    """
     campaign = Campaign.objects.get(pk=campaign_id)
+    refresh = refresh or (turn.edit_of is not None and turn.started and result is None)
     player = reply = None
     if result is not None:
         reply = Node.objects.get(pk=result.node_id)
@@ -285,6 +317,14 @@ def _render_end(campaign_id, turn, outcome, *, error="", notice="", result=None,
         "turn_notice": notice,
         "refresh": refresh,
     })
+
+
+@database_sync_to_async
+def _render_edited(campaign_id):
+    """Render the end of an edit: saved, and the page reads the story (and the panels) again."""
+    return render_to_string("campaigns/_turn_end.html", {
+        "campaign": Campaign.objects.get(pk=campaign_id), "outcome": "committed", "refresh": True,
+        "turn_notice": EDITED})
 
 
 def _render_fallback(campaign_id, outcome, error):

@@ -47,6 +47,7 @@ class _Prepared:
     narrator: object
     path: object = None  # the line the turn is played after (a retry's: capped before the replaced reply)
     started_ms: int = 0  # the wall clock when the turn started (a real story clock catches up with it, D7)
+    after: int | None = None  # an edited action's turn: the depth it is played after (None: the head)
 
 
 # What the person reads while the turn waits for a summary instead of the first words of the reply.
@@ -54,8 +55,13 @@ SUMMARISING = ("The story has outgrown the prompt: summarising its older passage
                "longer to start.")
 
 
-async def play_turn(campaign_id, action, relay, *, retry=False, notify=None, on_voice=None, think=None):
+async def play_turn(campaign_id, action, relay, *, retry=False, notify=None, on_voice=None, think=None,
+                    edit_of=None):
     """Play ``action`` (or retry the head's reply) and return the committed reply.
+
+    ``edit_of``, the id of a player action on the line, plays ``action`` as
+    a new version of it: the turn is played from before it, on a branch of
+    its own, and the old action and everything after it stay where they are.
 
     ``relay(text)`` is awaited for every chunk as it arrives, and ``think(text,
     taken_back)``, if given, for a reasoning model's thinking (``taken_back``:
@@ -74,7 +80,7 @@ async def play_turn(campaign_id, action, relay, *, retry=False, notify=None, on_
         game_master = await database_sync_to_async(
             lambda: Campaign.objects.values_list("game_master", flat=True).get(pk=campaign_id))()
         return await _play(campaign_id, action, relay, retry, notify, think,
-                           on_voice=on_voice if game_master else None, voices=bool(game_master))
+                           on_voice=on_voice if game_master else None, voices=bool(game_master), edit_of=edit_of)
 
 
 @contextlib.asynccontextmanager
@@ -216,8 +222,8 @@ async def _until_stopped(streaming, stopped):
     return task.result(), False
 
 
-async def _play(campaign_id, action, relay, retry, notify, think, *, on_voice=None, voices=False):
-    prepared = await _prepare_compacting(campaign_id, action, retry, notify)
+async def _play(campaign_id, action, relay, retry, notify, think, *, on_voice=None, voices=False, edit_of=None):
+    prepared = await _prepare_compacting(campaign_id, action, retry, notify, edit_of)
     campaign = prepared.campaign
     played, messages = None, prepared.ctx.messages
     if voices:
@@ -314,14 +320,14 @@ def _usage(final, written):
             "thinking_tokens": tokens.count(written.thinking) if written.thinking.strip() else 0}
 
 
-async def _prepare_compacting(campaign_id, action, retry, notify):
+async def _prepare_compacting(campaign_id, action, retry, notify, edit_of=None):
     """Prepare the turn, summarising the story's older passages first when the prompt needs it (seed 001).
 
     The summariser runs with no transaction open; if it fails, the turn fails
     with what to do, and nothing — no node, no checkpoint — is written.
     """
     try:
-        return await _prepare(campaign_id, action, retry)
+        return await _prepare(campaign_id, action, retry, edit_of)
     except context.NeedsCompaction as need:
         if notify is not None:
             await notify(SUMMARISING)
@@ -333,7 +339,7 @@ async def _prepare_compacting(campaign_id, action, retry, notify):
                 "(or raise context_token_budget), then send your action again. Nothing was sent or saved."
             ) from failure
     try:
-        return await _prepare(campaign_id, action, retry)
+        return await _prepare(campaign_id, action, retry, edit_of)
     except context.NeedsCompaction as need:
         raise TurnFailed(
             f"{need} A summary was just written but the story still does not fit; raise context_token_budget or "
@@ -341,7 +347,7 @@ async def _prepare_compacting(campaign_id, action, retry, notify):
         ) from need
 
 
-async def _prepare(campaign_id, action, retry):
+async def _prepare(campaign_id, action, retry, edit_of=None):
     """Read what the turn needs, embed its queries, build the prompt: three steps, the middle one off the database.
 
     Every database call of every websocket shares one thread
@@ -350,12 +356,12 @@ async def _prepare(campaign_id, action, retry):
     Stop with it (issue 10).
     """
     await asyncio.to_thread(warming.indexes, campaign_id)  # a changed bank or library is read off the shared thread
-    reading = await database_sync_to_async(_read)(campaign_id, action, retry)
+    reading = await database_sync_to_async(_read)(campaign_id, action, retry, edit_of)
     narrator, queries = await asyncio.gather(llm.anarrator_for(reading.campaign.narrator_model or None),
                                              queries_embedded(reading.queries))
     ctx = await database_sync_to_async(_build)(reading, narrator, queries)
     return _Prepared(reading.campaign, reading.expected_head, reading.action, ctx, narrator, reading.path,
-                     reading.started_ms)
+                     reading.started_ms, reading.after)
 
 
 @dataclass(frozen=True)
@@ -366,11 +372,20 @@ class _Reading:
     action: Action
     queries: object  # context.Queries, not yet embedded
     started_ms: int = 0
+    after: int | None = None
 
 
-def _read(campaign_id, action, retry):
+def _read(campaign_id, action, retry, edit_of=None):
     campaign = Campaign.objects.get(pk=campaign_id)
     path = lineage.path_of(campaign)
+    after = None
+    if edit_of is not None:
+        edited = path.nodes().filter(pk=edit_of, role=Node.Role.PLAYER).first()
+        if edited is None:
+            raise TurnFailed("That action is no longer on this line of the story (another tab moved it); the page "
+                             "now shows the story as it stands. Nothing was sent or saved.")
+        after = edited.depth - 1
+        path = path.capped(after)
     if retry:
         if campaign.head_depth < 2:
             raise TurnFailed("There is no reply to retry yet.")
@@ -379,7 +394,7 @@ def _read(campaign_id, action, retry):
         # The replaced reply is not part of its own retry's prompt.
         path = path.capped(campaign.head_depth - 2)
     return _Reading(campaign, path, (campaign.head_branch_id, campaign.head_depth), action,
-                    context.queries_for(campaign, path, action), int(time.time() * 1000))
+                    context.queries_for(campaign, path, action), int(time.time() * 1000), after)
 
 
 def _build(reading, narrator, queries):
@@ -450,4 +465,4 @@ def _commit_story(prepared, reply, retry):
         direction=action.direction,
         tokens=context.node_tokens(Node.Role.PLAYER, action.mode, action.text),
     )
-    return story.commit_turn(prepared.campaign.pk, prepared.expected_head, player, reply)
+    return story.commit_turn(prepared.campaign.pk, prepared.expected_head, player, reply, after=prepared.after)

@@ -26,6 +26,7 @@ urlpatterns = [
     ),
     path("campaigns/<int:pk>/replies/<int:node_pk>/inspect/", views.inspector, name="inspector"),
     path("campaigns/<int:pk>/replies/<int:node_pk>/show/", views.show_version, name="show_version"),
+    path("campaigns/<int:pk>/nodes/<int:node_pk>/edit/", views.edit_form, name="edit_form"),
     path("campaigns/<int:pk>/model/", views.choose_model, name="choose_model"),
     path("campaigns/<int:pk>/knowledge/", include("knowledge.urls")),
     path("campaigns/<int:pk>/state/", include("campaigns.urls")),

@@ -183,6 +183,55 @@
     }
   });
 
+  // --- Editing a message (issue 26) -------------------------------------------
+  // Edit opens a form in the message's card (htmx fetches it, saying what
+  // saving does); Cancel closes it. A sent edit is disabled until it ends: an
+  // edited reply that was refused stays in its form; an edited action that
+  // did not commit comes back in the action box (the story is read again).
+  var editing = null;  // {form, action: whether it is an edited action} of the edit in flight
+
+  document.addEventListener("click", function (event) {
+    var cancel = event.target.closest("[data-action=cancel-edit]");
+    var slot = cancel && cancel.closest(".edit-slot");
+    if (slot) slot.innerHTML = "";
+  });
+
+  function lockEdit(form, locked) {
+    form.querySelectorAll("button, textarea, input").forEach(function (field) { field.disabled = locked; });
+  }
+
+  document.addEventListener("htmx:wsConfigSend", function (event) {
+    var form = event.target;
+    if (!form.closest || !form.closest(".edit-form")) return;
+    var field = form.querySelector("[name=text]");
+    var problem = busy() ? "A reply is still being written. Wait for it, or press Stop."
+      : !connected ? "Not connected to the app, so nothing was sent; your edit is kept. Send it again once it reconnects."
+      : problemWith(field);
+    if (problem) {
+      event.preventDefault();
+      refuse(problem);
+      return;
+    }
+    editing = { form: form, action: form.classList.contains("edit-action") };
+    if (editing.action) sent = { text: field.value, direction: "" };
+    lockEdit(form, true);
+  });
+
+  // Before the outcome is read (and cleared) below: capture runs first.
+  document.addEventListener("htmx:wsAfterMessage", function () {
+    var outcome = byId("turn-outcome");
+    if (!editing || !outcome || !outcome.dataset.outcome) return;
+    if (outcome.dataset.outcome !== "committed") {
+      if (editing.action) {
+        var slot = editing.form.closest(".edit-slot");
+        if (slot) slot.innerHTML = "";
+      } else {
+        lockEdit(editing.form, false);
+      }
+    }
+    editing = null;
+  }, true);
+
   // --- The side panels -------------------------------------------------------
   // Open beside the story on wide screens, closed below it on narrow ones;
   // a panel the person opens or closes stays so on this device.
