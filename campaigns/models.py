@@ -41,6 +41,36 @@ def _limit(what, low, high, why):
     return [MinValueValidator(low, message), MaxValueValidator(high, message)]
 
 
+PERSONA_CHARS = 2_000  # a persona's description sits in the stable prefix of every prompt, as style notes do
+PORTRAIT_BYTES = 512 * 1024  # a portrait is a small picture beside a name, kept in the database
+PORTRAIT_TYPES = ("image/png", "image/jpeg", "image/webp", "image/gif")
+
+
+class Persona(models.Model):
+    """Who a person plays as: a name, a description and, if they like, a portrait (SillyTavern's persona).
+
+    A campaign plays as one of its owner's personas. The name is what
+    ``{{user}}`` means in any text the narrator reads and what it calls the
+    player's character; the description sits in the prompt's stable prefix.
+    """
+
+    owner = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="personas")
+    name = models.CharField(max_length=100, help_text="What the story calls your character.")
+    description = models.TextField(blank=True, validators=[MaxLengthValidator(PERSONA_CHARS)],
+                                   help_text="Who they are: looks, manner, what they carry. The narrator reads it "
+                                             "in every turn of a campaign played as them.")
+    portrait = models.BinaryField(blank=True, default=b"", editable=False)
+    portrait_type = models.CharField(max_length=20, blank=True, editable=False)
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ["name", "id"]
+
+    def __str__(self):
+        return self.name
+
+
 class Campaign(models.Model):
     class PointOfView(models.TextChoices):
         SECOND = "second", "Second person (you)"
@@ -65,6 +95,9 @@ class Campaign(models.Model):
     title = models.CharField(max_length=200)
     genre = models.CharField(max_length=100, blank=True)
     protagonist = models.CharField(max_length=200, help_text="Who the player is, in a line or two.")
+    persona = models.ForeignKey(Persona, null=True, blank=True, on_delete=models.SET_NULL, related_name="campaigns",
+                                help_text="Who you play as: its name is what {{user}} means and what the narrator "
+                                          "calls your character.")
     opening = models.TextField(help_text="The scene the story starts from.",
                                validators=[MaxLengthValidator(OPENING_CHARS)])
 

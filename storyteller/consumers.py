@@ -35,6 +35,8 @@ CHUNK_FRAGMENT = '<span id="pending-text" hx-swap-oob="beforeend">{}</span>'
 THINKING_FRAGMENT = '<div id="pending-thinking-text" hx-swap-oob="beforeend">{}</div>'
 # The text streamed so far was thinking (a lone closing tag ended it): it leaves the reply for the thinking box.
 TAKEN_BACK_FRAGMENT = '<span id="pending-text" hx-swap-oob="innerHTML"></span>'
+# A draft of the player's next move, on its way into the action box (play.js moves it there).
+DRAFT_FRAGMENT = '<span id="draft-stream" hx-swap-oob="beforeend">{}</span>'
 VOICES_FRAGMENT = '<div id="pending-voices" hx-swap-oob="beforeend">{}</div>'
 NOTICE_FRAGMENT = '<div id="turn-notice" class="notice" role="status" hx-swap-oob="true">{}</div>'
 
@@ -51,6 +53,8 @@ STOPPED = "Stopped. Nothing was saved."
 UNEXPECTED = ("The turn failed unexpectedly ({error}). The story has been read again and shows what was saved, and "
               "anything you typed is back in the box. Try again; if this keeps happening, the app's console says more.")
 EDITED = "Saved as a new version (‹ flips back to the old one)."
+DRAFTED = "A draft of your next move is in the box: change it as you like, and send it when it is right."
+DRAFT_STOPPED = "Stopped: what was drafted is in the box; nothing was sent."
 UNSHOWN = ("The reply was saved, but the page could not show it ({error}); the story has been read again. "
            "If this keeps happening, the app's console says more.")
 
@@ -103,6 +107,9 @@ class PlayConsumer(AsyncJsonWebsocketConsumer):
         if kind == "continue":
             self._start(self._continue(), stop_keeps=True)
             return
+        if kind == "impersonate":
+            self._start(self._impersonate(), stop_keeps=True)
+            return
         if kind == "edit-reply":
             await self._edit_reply(_node_id(content), content.get("text", ""))
             return
@@ -140,6 +147,32 @@ class PlayConsumer(AsyncJsonWebsocketConsumer):
         """Lengthen the head's reply in place, streamed onto its card; Stop keeps what the narrator had written."""
         await self._run(_Turn(None, retry=False, continuing=True), lambda: turns.continue_reply(
             self.campaign_id, self._relay, stopped=self.stopping, notify=self._notify, think=self._think))
+
+    async def _impersonate(self):
+        """Draft the player character's next move into the action box; nothing is sent or saved."""
+        try:
+            await self.send(text_data=await _render_draft(self.campaign_id, "start"))
+            draft = await turns.draft_action(self.campaign_id, self._draft, stopped=self.stopping,
+                                             notify=self._notify)
+        except turns.TurnFailed as error:
+            await self._end_draft(error=str(error))
+            return
+        except asyncio.CancelledError:
+            if not self.closed:
+                await self._end_draft(notice=DRAFT_STOPPED)
+            raise
+        except Exception as error:
+            logger.exception("A draft failed unexpectedly in campaign %s", self.campaign_id)
+            await self._end_draft(error=UNEXPECTED.format(error=_name(error)))
+            return
+        await self._end_draft(notice=DRAFT_STOPPED if self.stopping.is_set() or not draft else DRAFTED)
+
+    async def _draft(self, text):
+        await self.send(text_data=format_html(DRAFT_FRAGMENT, text))
+
+    async def _end_draft(self, *, error="", notice=""):
+        self.turn = None  # as at the end of a turn: the next message is not refused as "still being written"
+        await self.send(text_data=await _render_draft(self.campaign_id, "end", error=error, notice=notice))
 
     async def _edit_reply(self, node_id, text):
         """Save an edited reply as a new version and have the page read the story again; its steps run on it."""
@@ -317,6 +350,14 @@ def _render_end(campaign_id, turn, outcome, *, error="", notice="", result=None,
         "turn_notice": notice,
         "refresh": refresh,
     })
+
+
+@database_sync_to_async
+def _render_draft(campaign_id, part, *, error="", notice=""):
+    """Render the start (controls locked) or the end (controls back, what happened) of drafting the next move."""
+    campaign = Campaign.objects.get(pk=campaign_id)
+    return render_to_string(f"campaigns/_draft_{part}.html", {
+        "campaign": campaign, **controls_context(campaign), "turn_error": error, "turn_notice": notice})
 
 
 @database_sync_to_async

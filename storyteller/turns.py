@@ -9,6 +9,7 @@ of a reply. The one write a turn may make first is the checkpoint it needs
 
 import asyncio
 import contextlib
+import difflib
 import time
 from dataclasses import dataclass
 
@@ -222,6 +223,72 @@ async def _until_stopped(streaming, stopped):
     return task.result(), False
 
 
+# Impersonate (issue 26): the narrator drafts the player character's next move; nothing is sent or saved. The
+# request is kept here, in this process, until the campaign's next turn, whose inspector shows it.
+DRAFT_TOKENS = 120  # a line or two of the player's, with room for a reasoning model's preamble to be cut
+DRAFT_REQUEST = (
+    "For this one answer, write for the player instead of narrating: draft {name}'s next action or words, as the "
+    "player would type them into the story — one or two sentences, in {name}'s own voice and manner, following on "
+    "from the story's last passage. Write only the draft: no narration of what happens next, no quotation marks "
+    "around it, no notes.")
+KEPT_DRAFTS = 5  # per campaign, the newest: a person who drafts again and again needs the last few, not all
+
+_drafts: dict[int, list[dict]] = {}
+
+
+async def draft_action(campaign_id, relay, *, stopped=None, notify=None):
+    """Stream a draft of the player character's next action or line to ``relay``, and return it; save nothing.
+
+    The request is the narration's own prompt up to its tail (the stable
+    prefix, the summary, the story), then the tail's sections with the
+    drafting request in place of the player's input: a server reuses the
+    narration's cache for all of it. ``stopped`` ends it keeping what was
+    drafted.
+    """
+    async with priority.turn(notify):
+        prepared = await _prepare_compacting(campaign_id, Action(mode="continue"), False, notify)
+        name = await database_sync_to_async(context.player_name)(prepared.campaign)
+        messages = _draft_messages(prepared.ctx, name)
+        written = thinking.Reply()
+        options = llm.ChatOptions(num_predict=DRAFT_TOKENS, num_ctx=prepared.campaign.context_token_budget,
+                                  temperature=prepared.campaign.temperature)
+        final, was_stopped = await _until_stopped(
+            _stream(prepared.narrator, messages, options, written, relay), stopped)
+    text = written.text.strip()
+    if not text and not was_stopped:
+        _reply_text(written, prepared.narrator, final, DRAFT_TOKENS)  # says why: empty, or only thinking
+    _keep_draft(campaign_id, {
+        "draft": text, "model": prepared.narrator.model, "api": prepared.narrator.api, "stopped": was_stopped,
+        "shared_messages": len(messages) - 1, "request": messages[-1]["content"],
+        "request_tokens": tokens.count(messages[-1]["content"]),
+        "prompt_tokens": prepared.ctx.prompt_tokens - tokens.count(prepared.ctx.messages[-1]["content"])
+        + tokens.count(messages[-1]["content"]),
+        "prompt_eval_count": final.prompt_eval_count, "eval_count": final.eval_count,
+        "thinking_tokens": tokens.count(written.thinking) if written.thinking.strip() else 0})
+    return text
+
+
+def _draft_messages(ctx, name):
+    """Return the drafting request: the narration's messages but its last, then its tail with the request."""
+    tail = [section.text for section in ctx.sections if section.zone == context.DYNAMIC_TAIL
+            and section.key != "player_input"]
+    return [*ctx.messages[:-1], {"role": "user", "content": "\n\n".join([*tail, DRAFT_REQUEST.format(name=name)])}]
+
+
+def _keep_draft(campaign_id, record):
+    kept = _drafts.setdefault(campaign_id, [])
+    kept.append(record)
+    del kept[:-KEPT_DRAFTS]
+
+
+def _forget_drafts(campaign_id, count):
+    """Forget the first ``count`` drafts of the campaign: a committed turn's report holds them now."""
+    kept = _drafts.get(campaign_id, [])
+    del kept[:count]
+    if not kept:
+        _drafts.pop(campaign_id, None)
+
+
 async def _play(campaign_id, action, relay, retry, notify, think, *, on_voice=None, voices=False, edit_of=None):
     prepared = await _prepare_compacting(campaign_id, action, retry, notify, edit_of)
     campaign = prepared.campaign
@@ -243,6 +310,9 @@ async def _play(campaign_id, action, relay, retry, notify, think, *, on_voice=No
     text = _reply_text(written, prepared.narrator, final, campaign.max_output_tokens)
     report = prepared.ctx.report
     report["usage"] = _usage(final, written)
+    drafts = list(_drafts.get(campaign_id, []))
+    if drafts:
+        report["drafts"] = [{**draft, "sent": _sent_as(draft["draft"], prepared.action)} for draft in drafts]
     if played is None:
         counted = context.node_tokens(Node.Role.NARRATOR, "", text)
     else:
@@ -262,6 +332,7 @@ async def _play(campaign_id, action, relay, retry, notify, think, *, on_voice=No
         thinking=written.thinking.strip(),
     )
     node = await database_sync_to_async(_commit)(prepared, reply, retry, played)
+    _forget_drafts(campaign_id, len(drafts))
     # The commit has returned, so the turn is durable: only now may the recorder read it.
     post_turn = postturn.schedule(campaign.pk, node.pk)
     notice = ""
@@ -293,6 +364,20 @@ async def _stream(narrator, messages, options, written, relay, think=None):
     except llm.NarratorError as error:
         raise TurnFailed(f"{error} Nothing was saved.") from error
     return llm.Chunk(done=True)
+
+
+# A sent action this much like a draft (difflib's ratio) was the draft, edited.
+EDITED_DRAFT = 0.5
+
+
+def _sent_as(draft, action):
+    """Return how the turn's action used a draft, in words: as drafted, edited, or not at all."""
+    drafted, sent = " ".join(draft.split()), " ".join(action.text.split())
+    if drafted and drafted == sent:
+        return "sent as drafted"
+    if drafted and sent and difflib.SequenceMatcher(None, drafted, sent).ratio() >= EDITED_DRAFT:
+        return "edited before it was sent"
+    return "not used"
 
 
 def _reply_text(written, narrator, final, limit):

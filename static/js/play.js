@@ -232,6 +232,34 @@
     editing = null;
   }, true);
 
+  // --- Drafting the next move (Impersonate, issue 26) -------------------------
+  // The narrator's draft arrives in #draft-stream a few words at a time and
+  // is moved into the action box as it comes. What the person had typed stays:
+  // the draft goes on a line after it. Nothing is sent until they send it.
+  var draftAfter = "";  // what goes between the typed text and the draft
+  function moveDraft() {
+    var stream = byId("draft-stream");
+    var box = byId("action-text");
+    if (!stream || !box) return;
+    if (stream.hasAttribute("data-drafting")) {
+      stream.removeAttribute("data-drafting");
+      draftAfter = box.value.trim() ? "\n" : "";
+      if (!draftAfter) box.value = "";
+      var continuing = document.querySelector("#action-form [name=mode][value=continue]:checked");
+      if (continuing) document.querySelector("#action-form [name=mode][value=do]").checked = true;  // it is an action
+    }
+    var text = stream.textContent;
+    if (!text) return;
+    stream.textContent = "";
+    if (draftAfter !== null) {
+      text = draftAfter + text.replace(/^\s+/, "");
+      draftAfter = null;
+    }
+    box.value += text;
+    showCount();
+  }
+  document.addEventListener("htmx:wsAfterMessage", moveDraft);
+
   // --- The side panels -------------------------------------------------------
   // Open beside the story on wide screens, closed below it on narrow ones;
   // a panel the person opens or closes stays so on this device.

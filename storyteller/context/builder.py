@@ -101,7 +101,8 @@ def build(campaign, path, action, *, model="", api="", seed=None, query=None, me
     (a game master's turn, ``voices.gm.headroom``): it comes out of the room the high watermark
     leaves free first (``budget.watermarks``), so the story keeps its length while it fits.
     """
-    stable, has_knowledge, standing_dropped = _stable_prefix(campaign)
+    name = layers.player_name(campaign)
+    stable, has_knowledge, standing_dropped = _stable_prefix(campaign, name)
     system_text = "\n\n".join(section.text for section in stable)
     stable_hash = checkpoints.prefix_hash(system_text)
     lookup = checkpoints.look_up(path, stable_hash)
@@ -109,8 +110,8 @@ def build(campaign, path, action, *, model="", api="", seed=None, query=None, me
     state_text, current = _turn_state(campaign, path, action)
     evoked, events_report = events_section.section(campaign, path, action, events_query, lookup.checkpoint,
                                                    current=current)
-    tail = [*remembered, *([evoked] if evoked else []), *_state_section(campaign, path, state_text, current),
-            *_dynamic_tail(action)]
+    tail = _filled([*remembered, *([evoked] if evoked else []), *_state_section(campaign, path, state_text, current),
+                    *_dynamic_tail(action)], name)
     for section in stable + tail:
         section.tokens = tokens.count(section.text)
 
@@ -126,6 +127,7 @@ def build(campaign, path, action, *, model="", api="", seed=None, query=None, me
     if has_knowledge:
         found, knowledge_report = knowledge.retrieved_sections(
             campaign, query or knowledge_query(campaign, path, action), allowance)
+        found = _filled(found, name)
         # Elastic, after the memories: memories -> knowledge -> state -> direction -> input.
         tail = [*remembered, *found, *tail[len(remembered):]]
         tail_text = "\n\n".join(section.text for section in tail)
@@ -133,7 +135,7 @@ def build(campaign, path, action, *, model="", api="", seed=None, query=None, me
     allowance -= knowledge_tokens
 
     branch = _branch_context(path, lookup, stable_hash, allowance, compact_above, headroom)
-    history, history_messages = _history_section(branch.rows, branch.rounds)
+    history, history_messages = _history_section(branch.rows, branch.rounds, name)
     summary_messages = [{"role": "system", "content": branch.summary.text}] if branch.summary else []
 
     messages = [{"role": "system", "content": system_text}, *summary_messages, *history_messages,
@@ -152,20 +154,28 @@ def build(campaign, path, action, *, model="", api="", seed=None, query=None, me
     return Context(messages=messages, sections=sections, report=report)
 
 
-def _stable_prefix(campaign):
-    """Return the stable prefix's sections, whether the campaign has knowledge, and the standing knowledge left out."""
+def _stable_prefix(campaign, name):
+    """Return the stable prefix's sections (``{{user}}`` read as ``name``), whether the campaign has knowledge, and
+    the standing knowledge left out."""
     stable = [layers.narrator_rules(campaign), layers.campaign_profile(campaign)]
     canon = layers.canon(list(CanonRule.objects.filter(campaign=campaign, enabled=True)))
     if canon:
         stable.append(canon)
     has_knowledge = knowledge.has_knowledge(campaign)
     standing_dropped = _standing_knowledge(campaign, stable) if has_knowledge else []
-    return stable, has_knowledge, standing_dropped
+    return _filled(stable, name), has_knowledge, standing_dropped
+
+
+def _filled(sections, name):
+    """Return ``sections`` with ``{{user}}`` in their text read as ``name`` (the player character's name)."""
+    for section in sections:
+        section.text = layers.fill_user(section.text, name)
+    return sections
 
 
 def prefix_hash(campaign):
     """Return the hash of the stable prefix a build for ``campaign`` would send now (what a checkpoint is bound to)."""
-    stable, _, _ = _stable_prefix(campaign)
+    stable, _, _ = _stable_prefix(campaign, layers.player_name(campaign))
     return checkpoints.prefix_hash("\n\n".join(section.text for section in stable))
 
 
@@ -345,8 +355,8 @@ def _tokens_through(path, depths):
         return dict(cursor.fetchall())
 
 
-def _history_section(rows, rounds):
-    messages = [message for _, _, pk, role, mode, text in rows
+def _history_section(rows, rounds, name):
+    messages = [{**message, "content": layers.fill_user(message["content"], name)} for _, _, pk, role, mode, text in rows
                 for message in messages_for(role, mode, text, rounds.get(pk, ()))]
     text = "\n\n".join(f"[{m['role']}] {m['content']}" for m in messages)
     section = Section(
