@@ -1,7 +1,7 @@
 from django import forms
 
 from . import worldfile
-from .models import Campaign, CanonRule, Node
+from .models import AuthorNote, Campaign, CanonRule, Node
 from .state import calendar, clock
 from .state.rules import Refused
 from .state.events import CORRECTION_TYPES, MAX_TEXT
@@ -282,3 +282,30 @@ class CorrectionForm(forms.Form):
                 if TYPES[event["type"]].fields[name].kind == "names":  # a list, typed as "Mara, Edrin"
                     data[name] = [part.strip() for part in data[name].split(",") if part.strip()]
         return {**event, "data": data}
+
+
+class AuthorNoteForm(forms.ModelForm):
+    """The author's note of the campaign, or of the branch the story is on (``branch_only``)."""
+
+    branch_only = forms.BooleanField(required=False, label="Only on this branch of the story")
+
+    class Meta:
+        model = AuthorNote
+        fields = ["text", "depth", "interval", "role"]
+        labels = {"text": "Author's note", "depth": "How far from the end", "interval": "How often",
+                  "role": "Read as"}
+        widgets = {"text": forms.Textarea(attrs={"rows": 3, "placeholder": "e.g. Keep the mood tense; Mara is "
+                                                                            "hiding something."})}
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        for name in ("depth", "interval"):
+            message = AuthorNote._meta.get_field(name).validators[0].message
+            self.fields[name].error_messages.update(min_value=message, max_value=message, invalid=message)
+
+    def clean(self):
+        cleaned = super().clean()
+        if cleaned.get("depth") == 0 and cleaned.get("role") == AuthorNote.Role.ASSISTANT:
+            self.add_error("depth", "A note in the narrator's own voice after your action would be read as the start "
+                                    "of its reply: set how far from the end to 1 or more, or choose another voice.")
+        return cleaned

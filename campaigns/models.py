@@ -33,6 +33,10 @@ MAX_CHARACTERS = 8
 MAX_OFFSTAGE = 4
 MAX_AUTHORING = 5
 MAX_CONSOLIDATE_AFTER = 50
+# The author's note (issue 26): a short direction, as SillyTavern's; deeper than this it is no longer near the end.
+NOTE_CHARS = 1_000
+MAX_NOTE_DEPTH = 50
+MAX_NOTE_INTERVAL = 100
 
 
 def _limit(what, low, high, why):
@@ -242,6 +246,45 @@ class Branch(models.Model):
 
     def __str__(self):
         return f"branch {self.pk} of {self.campaign_id}"
+
+
+class AuthorNote(models.Model):
+    """The author's note: a short direction put into the prompt ``depth`` messages from its end every ``interval``
+    turns, in the voice the person chose (SillyTavern's note_prompt, note_depth, note_interval and note_role).
+
+    A campaign has one (``branch`` empty), and a branch may have its own,
+    which holds on that branch and every branch grown from it
+    (``campaigns.notes``). An empty text is no note: on a branch, the
+    campaign's note is off there.
+    """
+
+    class Role(models.TextChoices):
+        SYSTEM = "system", "As an instruction to the narrator"
+        USER = "user", "In your own voice (as the player)"
+        ASSISTANT = "assistant", "As the narrator's own note"
+
+    campaign = models.ForeignKey(Campaign, on_delete=models.CASCADE, related_name="author_notes")
+    branch = models.ForeignKey(Branch, null=True, blank=True, on_delete=models.CASCADE, related_name="+")
+    text = models.TextField(blank=True, validators=[MaxLengthValidator(NOTE_CHARS)])
+    depth = models.PositiveSmallIntegerField(
+        default=1, validators=_limit("The note's depth", 0, MAX_NOTE_DEPTH, "how many messages from the end"),
+        help_text="How far from the end of the prompt: 0 after your action, 1 just before it, 2 before the "
+                  "narrator's last reply, and so on.")
+    interval = models.PositiveSmallIntegerField(
+        default=1, validators=_limit("How often the note is given", 0, MAX_NOTE_INTERVAL, "0 turns it off"),
+        help_text="Every how many turns: 1 every turn, 3 every third turn, 0 never.")
+    role = models.CharField(max_length=10, choices=Role.choices, default=Role.SYSTEM)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["campaign", "branch"], name="one_note_per_branch"),
+            models.UniqueConstraint(fields=["campaign"], condition=models.Q(branch__isnull=True),
+                                    name="one_note_per_campaign"),
+        ]
+
+    def __str__(self):
+        return f"author's note of {self.campaign_id}" + (f" on branch {self.branch_id}" if self.branch_id else "")
 
 
 class Node(models.Model):

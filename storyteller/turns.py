@@ -254,25 +254,27 @@ async def draft_action(campaign_id, relay, *, stopped=None, notify=None):
                                   temperature=prepared.campaign.temperature)
         final, was_stopped = await _until_stopped(
             _stream(prepared.narrator, messages, options, written, relay), stopped)
-    text = written.text.strip()
+    text, request = written.text.strip(), messages[prepared.ctx.input_at]["content"]
     if not text and not was_stopped:
         _reply_text(written, prepared.narrator, final, DRAFT_TOKENS)  # says why: empty, or only thinking
     _keep_draft(campaign_id, {
         "draft": text, "model": prepared.narrator.model, "api": prepared.narrator.api, "stopped": was_stopped,
-        "shared_messages": len(messages) - 1, "request": messages[-1]["content"],
-        "request_tokens": tokens.count(messages[-1]["content"]),
-        "prompt_tokens": prepared.ctx.prompt_tokens - tokens.count(prepared.ctx.messages[-1]["content"])
-        + tokens.count(messages[-1]["content"]),
+        "shared_messages": prepared.ctx.input_at, "request": request,
+        "request_tokens": tokens.count(request),
+        "prompt_tokens": prepared.ctx.prompt_tokens - tokens.count(prepared.ctx.messages[prepared.ctx.input_at]
+                                                                   ["content"]) + tokens.count(request),
         "prompt_eval_count": final.prompt_eval_count, "eval_count": final.eval_count,
         "thinking_tokens": tokens.count(written.thinking) if written.thinking.strip() else 0})
     return text
 
 
 def _draft_messages(ctx, name):
-    """Return the drafting request: the narration's messages but its last, then its tail with the request."""
+    """Return the drafting request: the narration's messages with its tail's sections and the request in place of
+    the message that holds the player's input (an author's note stays where it is)."""
     tail = [section.text for section in ctx.sections if section.zone == context.DYNAMIC_TAIL
-            and section.key != "player_input"]
-    return [*ctx.messages[:-1], {"role": "user", "content": "\n\n".join([*tail, DRAFT_REQUEST.format(name=name)])}]
+            and section.key not in ("player_input", "author_note")]
+    request = {"role": "user", "content": "\n\n".join([*tail, DRAFT_REQUEST.format(name=name)])}
+    return [*ctx.messages[:ctx.input_at], request, *ctx.messages[ctx.input_at + 1:]]
 
 
 def _keep_draft(campaign_id, record):

@@ -19,6 +19,7 @@ from dataclasses import dataclass
 
 from django.db import connection
 
+from campaigns import notes
 from campaigns import state as story_state
 from campaigns.models import CanonRule, Round
 from memory import checkpoints
@@ -48,6 +49,12 @@ class Context:
     messages: list
     sections: list
     report: dict
+    # The first message of the dynamic tail: everything before it is what the next turn's prompt starts with
+    # (between checkpoint rotations). The last message, or an author's note placed deeper (``_with_note``).
+    tail_start: int = -1
+    # The message that holds the tail's sections and the player's input: the last, or the one before an author's
+    # note placed after it (depth 0).
+    input_at: int = -1
 
     @property
     def prompt_tokens(self):
@@ -116,8 +123,10 @@ def build(campaign, path, action, *, model="", api="", seed=None, query=None, me
         section.tokens = tokens.count(section.text)
 
     tail_text = "\n\n".join(section.text for section in tail)
+    note, note_section = _author_note(path, name)
     protected = (
         tokens.count(system_text) + tokens.count(tail_text) + 2 * budget.MESSAGE_OVERHEAD
+        + (note_section.tokens + budget.MESSAGE_OVERHEAD if note_section else 0)
     )
     allowance = budget.history_allowance(campaign.context_token_budget, campaign.max_output_tokens, protected)
     if headroom > allowance:
@@ -140,8 +149,13 @@ def build(campaign, path, action, *, model="", api="", seed=None, query=None, me
 
     messages = [{"role": "system", "content": system_text}, *summary_messages, *history_messages,
                 {"role": "user", "content": tail_text}]
-    sections = [*stable, *([branch.summary] if branch.summary else []), history, *tail]
+    messages, tail_start, placed = _with_note(messages, 1 + len(summary_messages), note, note_section)
+    note_sections = [note_section] if note_section else []
+    sections = [*stable, *([branch.summary] if branch.summary else []), history,
+                *(note_sections if placed < len(messages) - 1 else []), *tail,
+                *(note_sections if placed == len(messages) - 1 else [])]
     report = _report(campaign, path, action, sections, protected, allowance, history, [], model, api, seed)
+    report["author_note"] = _note_report(note, note_section, messages, placed, path)
     if headroom:
         report["budget"]["game_master_headroom"] = headroom
         report["budget"]["unused"] -= headroom
@@ -151,7 +165,57 @@ def build(campaign, path, action, *, model="", api="", seed=None, query=None, me
     report["events"] = events_report
     if has_knowledge:
         _report_knowledge(report, sections, knowledge_report, standing_dropped, knowledge_tokens)
-    return Context(messages=messages, sections=sections, report=report)
+    return Context(messages=messages, sections=sections, report=report, tail_start=tail_start,
+                   input_at=len(messages) - (2 if placed == len(messages) - 1 else 1))
+
+
+def _author_note(path, name):
+    """Return the author's note holding on ``path``, and its Section when this turn is given it (else None)."""
+    note = notes.note_for(path)
+    if note is None or not note.due(_turn_of(path)):
+        return note, None
+    section = layers.author_note(note, name)
+    section.tokens = tokens.count(section.text)
+    return note, section
+
+
+def _turn_of(path):
+    """Return the number of the turn played after ``path`` (1 for the first)."""
+    return path.head_depth // 2 + 1
+
+
+def _with_note(messages, first, note, section):
+    """Return (messages, the tail's first index, the note's index or -1): the note ``note.depth`` messages from the
+    end (0: after the player's input), never before the ``first`` messages (the system prompt and summary).
+
+    The note and everything after it are the dynamic tail: the next turn's
+    prompt shares the messages before it, so a note at depth 0 or 1 costs
+    the cache nothing, and a deeper one the messages it sits above.
+    """
+    last = len(messages) - 1
+    if section is None:
+        return messages, last, -1
+    at = max(first, len(messages) - note.depth)
+    placed = [*messages[:at], {"role": note.role, "content": section.text}, *messages[at:]]
+    return placed, min(at, last), at
+
+
+def _note_report(note, section, messages, placed, path):
+    """Say what the note is, whether this turn was given it, exactly where, what it cost, and when it comes next."""
+    if note is None:
+        return None
+    turn = _turn_of(path)
+    report = {"text": note.text, "depth": note.depth, "interval": note.interval, "role": note.role,
+              "branch": note.branch_id, "turn": turn, "due": section is not None,
+              "next_turn": note.next_turn(turn + 1)}
+    if section is None:
+        return report
+    before = messages[placed - 1] if placed > 0 else None
+    reread = messages[placed + 1:-1] if placed < len(messages) - 1 else []
+    return {**report, "index": placed, "from_end": len(messages) - 1 - placed, "tokens": section.tokens,
+            "after": {"role": before["role"], "text": before["content"][-160:]} if before else None,
+            # What the next turn reads again beyond its own new messages: the story messages under the note.
+            "reread_tokens": sum(tokens.count(m["content"]) + budget.MESSAGE_OVERHEAD for m in reread)}
 
 
 def _stable_prefix(campaign, name):

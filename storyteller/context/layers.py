@@ -120,6 +120,17 @@ def narration_of(rounds):
     return outputs[-1]["text"] if outputs and outputs[-1].get("speaker") == GM_SPEAKER else None
 
 
+def author_note(note, name):
+    """Render the author's note (``campaigns.notes.Note``) as the voice it is given in: framed as the player's
+    standing direction when it speaks to the narrator, as written otherwise."""
+    text = fill_user(note.text.strip(), name)
+    if note.role == "system":
+        text = f"Author's note (the player's standing direction for the story; it is not a fact of the story):\n{text}"
+    return Section("author_note", "Author's note", "player direction", DYNAMIC_TAIL, text, protected=True,
+                   components=[{"type": "author_note", "depth": note.depth, "interval": note.interval,
+                                "role": note.role, "branch": note.branch_id}])
+
+
 def render_direction(direction):
     return (
         "One-turn direction from the player (out of character; follow it for this reply only, "
