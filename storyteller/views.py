@@ -154,7 +154,7 @@ async def campaign_create(request):
 def _create_campaign(request, info, busy=False):
     # A server that cannot be asked says nothing about the window; the form then says nothing either.
     form = NewCampaignForm(request.POST or None, request.FILES or None, window=info.context_length,
-                           model="" if info.error else info.label)
+                           model="" if info.error else info.label, owner=request.user)
     if busy:
         form.is_valid()
         form.add_error("world", importing.BUSY)
