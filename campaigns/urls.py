@@ -1,6 +1,6 @@
 from django.urls import path
 
-from . import note_views, rule_views, views
+from . import note_views, rule_views, views, voice_views
 
 urlpatterns = [
     path("", views.state_panel, name="state_panel"),
@@ -17,4 +17,5 @@ urlpatterns = [
     path("rules/<str:panel>/correct/", rule_views.rules_correct, name="rules_correct"),
     path("note/", note_views.note_panel, name="note_panel"),
     path("note/save/", note_views.note_save, name="note_save"),
+    path("voices/", voice_views.voices_panel, name="voices_panel"),
 ]
