@@ -295,7 +295,7 @@
 
   function showVoices() {
     var voices = allVoices();
-    var panel = byId("voices-panel");
+    var panel = document.querySelector("#voices-panel[data-voices-panel]");  // the panel itself, once it is loaded
     if (panel) {
       var chosen = chosenVoices();
       panel.querySelector("[data-no-voices]").hidden = voices.length > 0;
