@@ -130,3 +130,20 @@ def test_another_users_note_is_404(client, campaign, outsider):
                                                                   "role": "system"}).status_code == 404
     assert not AuthorNote.objects.exists()
     assert Campaign.objects.get(pk=make_campaign(outsider).pk)
+
+
+def test_a_bundle_keeps_the_notes_and_the_thinking_beside_the_replies(campaign, owner):
+    from campaigns.models import Node
+    from storyteller import bundle
+
+    act(campaign, "open the gate", "The gate creaks open.")
+    Node.objects.filter(depth=2).update(thinking="They want the gate; the key is hidden.")
+    notes.save_note(campaign, text=NOTE, depth=2, interval=3, role="system", branch_only=False)
+    notes.save_note(campaign, text="On this branch only.", depth=0, interval=1, role="user", branch_only=True)
+    restored = bundle.import_bundle(owner, bundle.dumps(campaign))
+    reply = restored.nodes.get(depth=2)
+    assert reply.text == "The gate creaks open." and reply.thinking == "They want the gate; the key is hidden."
+    kept = {(note.branch_id is None, note.text, note.depth, note.interval, note.role)
+            for note in AuthorNote.objects.filter(campaign=restored)}
+    assert kept == {(True, NOTE, 2, 3, "system"), (False, "On this branch only.", 0, 1, "user")}
+    assert AuthorNote.objects.get(campaign=restored, branch__isnull=False).branch.campaign_id == restored.pk
