@@ -100,30 +100,29 @@ class PlayConsumer(AsyncJsonWebsocketConsumer):
         kind = content.get("action", "turn")
         if kind == "stop":
             self._stop()
-            return
-        if self._busy():
+        elif self._busy():
             await self._refuse(BUSY)
-            return
-        if kind == "continue":
+        elif kind in ("turn", "edit"):
+            await self._act(content, kind)
+        elif kind == "retry":
+            self._start(self._play(None, retry=True))
+        elif kind == "continue":
             self._start(self._continue(), stop_keeps=True)
-            return
-        if kind == "impersonate":
+        elif kind == "impersonate":
             self._start(self._impersonate(), stop_keeps=True)
-            return
-        if kind == "edit-reply":
+        elif kind == "edit-reply":
             await self._edit_reply(_node_id(content), content.get("text", ""))
-            return
-        if kind not in ("turn", "retry", "edit"):
+        else:
             await self._refuse(UNKNOWN)
+
+    async def _act(self, content, kind):
+        """Play the action a message carries; an edited one (``kind`` "edit") as a new version of the one it names."""
+        form = ActionForm(content)
+        edit_of = _node_id(content) if kind == "edit" else None
+        if not form.is_valid() or (kind == "edit" and edit_of is None):
+            await self._refuse(" ".join(m for ms in form.errors.values() for m in ms) or UNKNOWN)
             return
-        action, edit_of = None, _node_id(content) if kind == "edit" else None
-        if kind in ("turn", "edit"):
-            form = ActionForm(content)
-            if not form.is_valid() or (kind == "edit" and edit_of is None):
-                await self._refuse(" ".join(m for ms in form.errors.values() for m in ms) or UNKNOWN)
-                return
-            action = Action(**form.cleaned_data)
-        self._start(self._play(action, retry=kind == "retry", edit_of=edit_of))
+        self._start(self._play(Action(**form.cleaned_data), retry=False, edit_of=edit_of))
 
     def _start(self, work, *, stop_keeps=False):
         """Run one turn's ``work`` as the socket's task; with ``stop_keeps``, Stop ends it keeping what it wrote."""
