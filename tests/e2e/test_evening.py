@@ -270,6 +270,25 @@ def test_read_aloud_speaks_each_character_in_their_voice_and_stops(app, fake, pa
     assert {"cancel": True} in page.evaluate("window.__speech")
     assert last_reply(page).locator("[data-action=read-aloud]").inner_text() == "Read"
 
+    # A game master's reply, marked up as campaigns/_voice_rounds.html renders one: each character's words in
+    # their voice, what they do and the narration in the narrator's.
+    mara_key = page.get_attribute("#voices-panel li[data-names*=Mara]", "data-voice-for")
+    page.evaluate("""key => document.querySelector('#story').insertAdjacentHTML('beforeend',
+        `<article data-node-id="gm-test" data-role="narrator-test"><div class="voices"><section class="round">
+         <div class="voice" data-speaker="${key}"><div class="voice-name">Mara</div>
+         <p class="voice-speech">“Hush, both of you.”</p><p class="voice-action">She points at the door.</p></div>
+         </section></div><div class="prose gm-narration" data-voice="gm">The wind howls.</div>
+         <span class="reply-actions"><button type="button" data-action="read-aloud">Read</button></span></article>`)""",
+                  mara_key)
+    page.click("[data-node-id=gm-test] [data-action=read-aloud]")
+    page.wait_for_function("() => window.__speech.some(c => c.speak === 'The wind howls.')")
+    spoken = [call for call in page.evaluate("window.__speech") if "speak" in call]
+    assert spoken[-3:] == [{"speak": "Hush, both of you.", "voice": "bruno"},
+                           {"speak": "She points at the door.", "voice": "alice"},
+                           {"speak": "The wind howls.", "voice": "alice"}]
+    page.click("[data-node-id=gm-test] [data-action=read-aloud]")
+    page.evaluate("document.querySelector('[data-node-id=gm-test]').remove()")
+
     page.check("#voices-panel [data-auto-read]")
     page.reload()
     page.wait_for_selector("#voices-panel li[data-names*=Mara] option[value=bruno]", state="attached")
