@@ -11,7 +11,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('campaigns', '0011_step_runs'),
+        ('campaigns', '0012_step_runs'),
         ('memory', '0009_minds'),
     ]
 

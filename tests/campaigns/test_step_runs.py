@@ -12,7 +12,7 @@ RUNS = {RecorderRun: "campaigns_recorderrun", JudgeRun: "campaigns_judgerun", Of
         ConsolidationRun: "campaigns_consolidationrun", MemoryRun: "memory_memoryrun",
         CheckpointRun: "memory_checkpointrun", MindsRun: "memory_mindsrun"}
 # The last migrations before the tables shared StepRun.
-BEFORE = [("campaigns", "0010_offstage_runs"), ("memory", "0009_minds")]
+BEFORE = [("campaigns", "0011_evening_controls"), ("memory", "0009_minds")]
 
 
 def test_every_run_table_is_a_step_run_under_its_own_name_with_its_own_statuses():
