@@ -49,6 +49,7 @@ class Person:
     activity: str = ""
     mood: str = ""
     inner: str = ""  # the author's view only
+    known: dict = field(default_factory=dict, hash=False, compare=False)  # the author's view: what they know of
 
 
 @dataclass(frozen=True)
@@ -226,8 +227,11 @@ class View:
         """Return ``Person`` ``key`` as the viewer sees them: their public condition; inside, for the author."""
         record = self._state.get(f"condition:{key}")
         data = record.data if record else {}
+        if not self.author:
+            return Person(key, self._state.name_of(key), record.value if record else "", data.get("activity", ""),
+                          data.get("mood", ""))
         return Person(key, self._state.name_of(key), record.value if record else "", data.get("activity", ""),
-                      data.get("mood", ""), data.get("inner", "") if self.author else "")
+                      data.get("mood", ""), data.get("inner", ""), world.known_entities(self._state, key))
 
     def people_known(self):
         """Return [(key, name, names)] of the characters the viewer knows (met, heard of, or sees), by name."""
