@@ -59,6 +59,8 @@ def _exit(state, who, slot):
     if record is None or record.kind != "exit":
         raise Refused("That way is not there any more.")
     exit = world.exit_of(record)
+    if exit.hidden:
+        raise Refused("You see no such way.")
     if exit.origin != state.location_of(who):
         raise Refused(f"That way leaves {state.name_of(exit.origin)}, and you are not there.")
     return exit

@@ -10,6 +10,7 @@ from campaigns.models import Campaign, Node, Round
 from storyteller.steps import postturn
 from tests.storyteller.test_consumers import connect, frames_until_end, outcome_of
 from tests.storyteller.voices.test_played import game, gm, says
+from tests.conftest import as_author
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -30,6 +31,7 @@ async def turn(communicator, text="I ask who has the key", **extra):
 
 async def test_the_socket_shows_each_voice_under_its_name_then_streams_the_narration_escaped(owner, narrator_server):
     campaign = await sync_to_async(game)(owner)
+    await sync_to_async(as_author)(campaign)
     narrator_server.script_gm(gm([("Mara", "<b>she</b> holds the key"), ("Aldric", "he is wary")]))
     narrator_server.script_characters(says("<script>alert(1)</script> It is mine."), says("Hand it over.", "steps in"))
     narrator_server.script("The <i>kitchen</i> falls quiet.")
@@ -99,6 +101,7 @@ async def test_undo_retry_and_branches_each_show_their_own_rounds(owner, narrato
 
 async def test_the_inspector_shows_each_brief_beside_the_game_masters_prompt_of_its_round(owner, narrator_server):
     campaign = await sync_to_async(game)(owner)
+    await sync_to_async(as_author)(campaign)
     narrator_server.script_gm(gm([("Mara", "she answers")], narrate=False), gm([("Aldric", "his turn")]))
     narrator_server.script_characters(says("Yes?"), says("No."))
     communicator, _ = await connect(campaign, owner)
@@ -120,6 +123,7 @@ async def test_the_inspector_shows_each_brief_beside_the_game_masters_prompt_of_
 
 async def test_the_inspector_says_what_the_world_author_did_in_which_round(owner, narrator_server):
     campaign = await sync_to_async(game)(owner)
+    await sync_to_async(as_author)(campaign)
     narrator_server.script_gm(gm(need="arrival", what="a hunter", narrate=True))
     communicator, _ = await connect(campaign, owner)
     await turn(communicator)
