@@ -100,6 +100,7 @@ def warm(campaign_id):
         campaign = Campaign.objects.filter(pk=campaign_id).first()
         if campaign is None:
             return
+        llm.warm(campaign.narrator_model or None)  # the built-in narrator loads its model meanwhile, in its process
         _warm_http()
         _indexes(campaign)
         for name in TEMPLATES:
