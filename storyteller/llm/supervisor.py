@@ -346,12 +346,12 @@ def _ended(child, code):
     with child.lock:
         child.exited = True
         calls, child.calls = list(child.calls.values()), {}
-    child.ready.set()
-    for call in calls:
-        call.deliver({"id": call.id, "error": child.failed or DIED})
     if not child.stopping:
         logger.error("The built-in narrator's process %s ended (%s) %.0f s after it started; its last lines:\n%s",
                      child.process.pid, _how(code), time.monotonic() - child.started_at, _tail(child))
+    child.ready.set()
+    for call in calls:
+        call.deliver({"id": call.id, "error": child.failed or DIED})
 
 
 def _how(code):
