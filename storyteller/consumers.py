@@ -25,7 +25,7 @@ from campaigns import lineage
 from campaigns.forms import ActionForm
 from campaigns.models import Campaign, Node
 
-from . import turns, warming
+from . import llm, turns, warming
 from .context import Action
 from .views import controls_context, mark_rounds, mark_versions
 
@@ -100,6 +100,8 @@ class PlayConsumer(AsyncJsonWebsocketConsumer):
             await self._refuse(UNKNOWN)
             return
         action = None
+        if kind == "retry":
+            llm.supervisor.allow_restart()  # the person asks again: a built-in narrator that stopped restarting may
         if kind == "turn":
             form = ActionForm(content)
             if not form.is_valid():

@@ -47,8 +47,8 @@ logger = logging.getLogger(__name__)
 
 DIED = "The built-in narrator stopped unexpectedly; Retry, or send again, starts it afresh."
 REFUSED = ("The built-in narrator stopped unexpectedly {deaths} times within a minute, so the app does not start it "
-           "again on its own. Connect Ollama to play now, or start the built-in narrator again on the model settings "
-           "page.")
+           "again on its own. Connect Ollama to play now, or start the built-in narrator again with Retry or on the "
+           "model settings page.")
 DEATHS = 3
 WITHIN = 60.0
 
