@@ -33,7 +33,8 @@ logger = logging.getLogger(__name__)
 
 CHUNK_FRAGMENT = '<span id="pending-text" hx-swap-oob="beforeend">{}</span>'
 VOICES_FRAGMENT = '<div id="pending-voices" hx-swap-oob="beforeend">{}</div>'
-NOTICE_FRAGMENT = '<div id="turn-notice" class="notice" role="status" hx-swap-oob="true">{}</div>'
+# What a turn waits for (a summary, the model loading, background work letting go); the page counts its seconds.
+NOTICE_FRAGMENT = '<div id="turn-notice" class="notice" role="status" data-waiting hx-swap-oob="true">{}</div>'
 
 # The form fields a message may carry; each, when present, must be a string.
 FIELDS = ("action", "mode", "text", "direction")

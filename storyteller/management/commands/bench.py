@@ -23,6 +23,8 @@ from django.core.management import call_command
 from django.core.management.base import BaseCommand, CommandError
 from django.db import connections, transaction
 
+from storyteller.bench.builtin import bench as bench_builtin
+
 REPLIES = [
     "The rain thickens as you cross the square; somewhere a shutter bangs against stone, and the smell of "
     "wet ash drifts from the chandler's yard. A woman in a grey shawl watches you from a doorway, then "
@@ -2547,6 +2549,7 @@ BENCHMARKS = {
     "rules": _bench_rules,
     "minds": _bench_minds,
     "voices": _bench_voices,
+    "builtin": bench_builtin,
 }
 # Run only when named: minutes of the built-in model, not milliseconds of the app.
-SLOW = {"recording"}
+SLOW = {"recording", "builtin"}
