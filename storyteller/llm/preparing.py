@@ -18,6 +18,7 @@ narrator takes over as soon as both are there, without a restart.
 import importlib
 import importlib.util
 import json
+import math
 import os
 import re
 import time
@@ -115,7 +116,7 @@ def _minutes_left(started, log):
         seconds = elapsed * (total - done) / done
     else:
         seconds = BUILD_SECONDS_ON_TWO_CORES * 2 / max(os.cpu_count() or 2, 1) - elapsed
-    return max(1, round(seconds / 60 + 0.5))
+    return max(1, math.ceil(seconds / 60))
 
 
 def _progress(log):
