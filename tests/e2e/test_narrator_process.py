@@ -24,6 +24,11 @@ pytestmark = pytest.mark.e2e
 
 LOST = "Your last action was not played; it is back in the box."
 
+# Daphne as a terminal starts it: a suite run in the background (nohup scripts/test &) ignores SIGINT, an ignored
+# signal stays ignored across exec, and Twisted then leaves Ctrl-C ignored too (docs/decisions.md, "Where it runs").
+AS_FROM_A_TERMINAL = ("import runpy, signal, sys; signal.signal(signal.SIGINT, signal.default_int_handler); "
+                      "sys.argv = ['daphne'] + sys.argv[1:]; runpy.run_module('daphne', run_name='__main__')")
+
 
 class App:
     """The real app under Daphne, which a test may kill, restart and stop."""
@@ -42,7 +47,8 @@ class App:
 
     def start(self):
         self.process = subprocess.Popen(
-            [sys.executable, "-m", "daphne", "-b", "127.0.0.1", "-p", str(self.port), "storyteller.asgi:application"],
+            [sys.executable, "-c", AS_FROM_A_TERMINAL, "-b", "127.0.0.1", "-p", str(self.port),
+             "storyteller.asgi:application"],
             cwd=ROOT, env=self.env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
         )
         deadline = time.monotonic() + 30
