@@ -280,21 +280,9 @@ class _Model:
     def stream(self, messages, options, stop, relay):
         """Relay each piece of the reply to ``messages``; return its usage. Raise Cancelled once ``stop`` is set."""
         tokens, stops = self._prompt(messages, options)
-        finish_reason = None
-        with self._stoppable(stop):
-            pieces = self.llm.create_completion(tokens, stream=True, max_tokens=options.num_predict,
-                                                temperature=options.temperature, seed=options.seed, stop=stops,
-                                                repeat_penalty=REPEAT_PENALTY)
-            try:
-                for piece in pieces:
-                    if stop.is_set():
-                        raise Cancelled
-                    choice = piece["choices"][0]
-                    if choice["text"]:
-                        relay(choice["text"])
-                    finish_reason = choice["finish_reason"] or finish_reason
-            finally:
-                pieces.close()
+        finish_reason = self._generate(tokens, stop, relay, max_tokens=options.num_predict,
+                                       temperature=options.temperature, seed=options.seed, stop=stops,
+                                       repeat_penalty=REPEAT_PENALTY)
         # Every sampled token but the last is fed back into the context, so its growth counts the reply exactly;
         # the count includes the token that ended it (llama-cpp's own usage leaves an end-of-turn out).
         return {"done_reason": finish_reason or "stop", "prompt_eval_count": len(tokens),
@@ -304,26 +292,36 @@ class _Model:
         """Return the reply to ``messages`` as JSON text following ``schema``; raise Cancelled once ``stop`` is set."""
         tokens, stops = self._prompt(messages, options)
         grammar, limit = self._grammar(schema, options.num_predict)
-        parts, finish_reason = [], None
-        with self._stoppable(stop):
-            pieces = self.llm.create_completion(tokens, stream=True, max_tokens=limit,
-                                                temperature=options.temperature, seed=options.seed, stop=stops,
-                                                grammar=grammar)
-            try:
-                for piece in pieces:
-                    if stop.is_set():
-                        raise Cancelled
-                    choice = piece["choices"][0]
-                    parts.append(choice["text"])
-                    finish_reason = choice["finish_reason"] or finish_reason
-            finally:
-                pieces.close()
+        parts = []
+        finish_reason = self._generate(tokens, stop, parts.append, max_tokens=limit, temperature=options.temperature,
+                                       seed=options.seed, stop=stops, grammar=grammar)
         if finish_reason == "length":
             raise NarratorError(
                 f"The built-in narrator's answer reached its {limit:,}-token limit before it closed, so it "
                 "could not be used. Try again, or start Ollama with a larger model."
             )
         return "".join(parts)
+
+    def _generate(self, tokens, halt, on_text, **sampling):
+        """Hand each piece of text to ``on_text`` until the reply ends; return why it ended (llama-cpp's words).
+
+        Raise Cancelled once ``halt`` is set: between tokens, or inside a
+        decode (the abort callback).
+        """
+        finish_reason = None
+        with self._stoppable(halt):
+            pieces = self.llm.create_completion(tokens, stream=True, **sampling)
+            try:
+                for piece in pieces:
+                    if halt.is_set():
+                        raise Cancelled
+                    choice = piece["choices"][0]
+                    if choice["text"]:
+                        on_text(choice["text"])
+                    finish_reason = choice["finish_reason"] or finish_reason
+            finally:
+                pieces.close()
+        return finish_reason
 
     @contextlib.contextmanager
     def _stoppable(self, stop):

@@ -10,14 +10,13 @@ import os
 import signal
 import sqlite3
 import subprocess
-import sys
 import time
 from pathlib import Path
 
-import httpx
 import pytest
 
-from tests.e2e.test_play import CHROMIUM, CHROMIUM_FLAGS, ROOT, _free_port, _manage, connected
+from tests.e2e.test_page import browser  # noqa: F401 — the fixture
+from tests.e2e.test_play import _free_port, _manage, connected, serve
 from tests.fake_ollama import FakeModelServer
 
 pytestmark = pytest.mark.e2e
@@ -46,20 +45,7 @@ class App:
         self.process = None
 
     def start(self):
-        self.process = subprocess.Popen(
-            [sys.executable, "-c", AS_FROM_A_TERMINAL, "-b", "127.0.0.1", "-p", str(self.port),
-             "storyteller.asgi:application"],
-            cwd=ROOT, env=self.env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-        )
-        deadline = time.monotonic() + 30
-        while time.monotonic() < deadline:
-            try:
-                httpx.get(f"{self.base}/login/", timeout=1)
-                return
-            except httpx.HTTPError:
-                time.sleep(0.2)
-        self.process.kill()
-        pytest.fail("the app did not start: " + self.process.stderr.read().decode()[-2000:])
+        self.process = serve(self.env, self.port, daphne=("-c", AS_FROM_A_TERMINAL))
 
     def children(self):
         """Return the pids of the app's living child processes (the built-in narrator's, once started)."""
@@ -79,18 +65,6 @@ class App:
             return database.execute("SELECT count(*) FROM campaigns_node").fetchone()[0]
         finally:
             database.close()
-
-
-@pytest.fixture
-def browser():
-    if CHROMIUM is None:
-        pytest.fail("Chromium is not installed; the test command installs it (apt-get install chromium).")
-    from playwright.sync_api import sync_playwright
-
-    with sync_playwright() as playwright:
-        launched = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_FLAGS)
-        yield launched
-        launched.close()
 
 
 def open_demo(app, browser, viewport=None):
