@@ -128,7 +128,9 @@ def test_an_action_sent_as_the_app_dies_is_back_in_the_box_after_it_restarts(fak
         # Sent again, it plays; the page's copy is dropped once the turn ends, so a reload gives nothing back.
         fake.script("You reach the lamp room.")
         page.click("form#action-form button[type=submit]")
-        page.wait_for_function("() => document.querySelector('#story').innerText.includes('You reach the lamp room.')")
+        page.wait_for_function("() => [...document.querySelectorAll('#story [data-role=narrator][data-node-id]')]"
+                               ".some(node => node.innerText.includes('You reach the lamp room.'))")
+        page.wait_for_selector("#send-button:not([disabled])")
         page.reload()
         connected(page)
         assert page.input_value("form#action-form [name=text]") == ""
