@@ -167,7 +167,7 @@
     var mode = form.querySelector("[name=mode]:checked").value;
     var continuing = mode === "continue";  // Continue sends no text
     sent = { text: continuing ? "" : text.value, direction: direction.value, mode: mode, after: lastNodeId() };
-    keep(sent);
+    keepAction(sent);
     if (!continuing) text.value = "";
     direction.value = "";
     showCount();
@@ -199,7 +199,7 @@
     if (outcome && outcome.dataset.outcome) {
       if (outcome.dataset.outcome !== "committed") giveBack();
       sent = null;
-      forget();
+      forgetAction();
       outcome.dataset.outcome = "";
     }
   });
@@ -219,15 +219,15 @@
     return "storyteller.pending." + play.dataset.campaign + "." + id;
   })();
 
-  function keep(action) {
+  function keepAction(action) {
     try { localStorage.setItem(pendingKey, JSON.stringify(action)); } catch (error) { /* kept in memory only */ }
   }
 
-  function kept() {
+  function keptAction() {
     try { return JSON.parse(localStorage.getItem(pendingKey) || "null") || sent; } catch (error) { return sent; }
   }
 
-  function forget() {
+  function forgetAction() {
     try { localStorage.removeItem(pendingKey); } catch (error) { /* nothing was kept */ }
   }
 
@@ -249,8 +249,8 @@
   }
 
   function recover() {
-    var action = kept();
-    forget();
+    var action = keptAction();
+    forgetAction();
     if (!action || playedSince(action)) {
       sent = null;
       return;
