@@ -51,7 +51,10 @@ class App:
         """Return the pids of the app's living child processes (the built-in narrator's, once started)."""
         found = []
         for task in Path(f"/proc/{self.process.pid}/task").iterdir():
-            found += [int(pid) for pid in (task / "children").read_text().split()]
+            try:
+                found += [int(pid) for pid in (task / "children").read_text().split()]
+            except FileNotFoundError:  # a thread that ended meanwhile
+                pass
         return [pid for pid in found if alive(pid)]
 
     def stop(self):
