@@ -28,6 +28,8 @@ from django.core.management import call_command
 
 from storyteller.llm import BuiltinNarrator, ChatOptions, priority, supervisor
 
+from .measure import figure
+
 REPLY_TOKENS = 60
 COLD_RUNS = 3
 ACTIONS = ("ask the fisherman about the lantern", "walk up the hill to the cottage")
@@ -54,11 +56,9 @@ RECORDING_SCHEMA = {"type": "object", "properties": {"changes": {"type": "array"
                     "required": ["changes"]}
 
 
-def bench(sizes, repeat):
+def run(sizes, repeat):
     """Return the rows (see the module docstring)."""
     from asgiref.sync import async_to_sync
-
-    from storyteller.management.commands.bench import _row
 
     prompts = _demo_prompts()
     options = ChatOptions(num_predict=REPLY_TOKENS, temperature=0.0, seed=1)
@@ -69,20 +69,20 @@ def bench(sizes, repeat):
     over = async_to_sync(_over_a_recording)(prompts, options, max(3, min(repeat, 5)))
     reply = f"{REPLY_TOKENS} tokens"
     return [
-        _row("builtin cold: first", reply, child["cold_first"], "child; < 10 s on an idle 2-core machine"),
-        _row("  in-process", reply, alone["cold_first"], "the same code, no pipe"),
-        _row("builtin cold: whole", reply, child["cold_whole"], "child"),
-        _row("  in-process", reply, alone["cold_whole"], ""),
-        _row("builtin warm: first", reply, child["warm_first"], "child, the next turn; < 3 s"),
-        _row("  in-process", reply, alone["warm_first"], ""),
-        _row("builtin warm: whole", reply, child["warm_whole"], "child"),
-        _row("  in-process", reply, alone["warm_whole"], ""),
-        _row("builtin boundary", reply, child["boundary"], "per reply, beyond generation: < 5 ms"),
-        _row("token, extra off", reply, alone["token"], "ms a token after the first (as the child runs)"),
-        _row("  extra on", reply, extra["token"], "ggml's extra buffer types on"),
-        _row("  prompt, extra off", f"{alone['prompt_tokens']} tokens", alone["prompt"], "reading it whole, cold"),
-        _row("  prompt, extra on", f"{alone['prompt_tokens']} tokens", extra["prompt"], ""),
-        _row("builtin over recording", "first word", over, "a turn sent while a recording writes: < 3 s"),
+        figure("builtin cold: first", reply, child["cold_first"], "child; < 10 s on an idle 2-core machine"),
+        figure("  in-process", reply, alone["cold_first"], "the same code, no pipe"),
+        figure("builtin cold: whole", reply, child["cold_whole"], "child"),
+        figure("  in-process", reply, alone["cold_whole"], ""),
+        figure("builtin warm: first", reply, child["warm_first"], "child, the next turn; < 3 s"),
+        figure("  in-process", reply, alone["warm_first"], ""),
+        figure("builtin warm: whole", reply, child["warm_whole"], "child"),
+        figure("  in-process", reply, alone["warm_whole"], ""),
+        figure("builtin boundary", reply, child["boundary"], "per reply, beyond generation: < 5 ms"),
+        figure("token, extra off", reply, alone["token"], "ms a token after the first (as the child runs)"),
+        figure("  extra on", reply, extra["token"], "ggml's extra buffer types on"),
+        figure("  prompt, extra off", f"{alone['prompt_tokens']} tokens", alone["prompt"], "reading it whole, cold"),
+        figure("  prompt, extra on", f"{alone['prompt_tokens']} tokens", extra["prompt"], ""),
+        figure("builtin over recording", "first word", over, "a turn sent while a recording writes: < 3 s"),
     ]
 
 

@@ -8,10 +8,10 @@ from pathlib import Path
 
 import pytest
 
-from storyteller import recorder
 from storyteller.llm import (BuiltinNarrator, ChatOptions, EmbeddingUnavailable, NarratorError, builtin, priority,
                              supervisor)
 from storyteller.llm.builtin import GGUF_NAME, model_path
+from storyteller.steps import recorder
 
 MESSAGES = [
     {"role": "system", "content": "You are the narrator of a short adventure."},

@@ -12,7 +12,8 @@ from django.test import Client
 from django.urls import reverse
 
 from campaigns.models import Node, RecorderRun
-from storyteller import postturn, turns
+from storyteller import turns
+from storyteller.steps import postturn
 from storyteller.consumers import CHUNK_FRAGMENT
 from storyteller.context import Action
 from storyteller.llm import supervisor

@@ -16,8 +16,9 @@ findings out.
 from collections import deque
 from dataclasses import dataclass
 
-from . import rulebook, triggers, world
-from .reading import PROTAGONIST, normalize
+from ..reading import PROTAGONIST, normalize
+from ..time import rulebook, triggers
+from . import world
 
 
 @dataclass(frozen=True)

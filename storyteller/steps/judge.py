@@ -21,10 +21,11 @@ from django.db import transaction
 from campaigns import lineage
 from campaigns import state as story_state
 from campaigns.models import Campaign, JudgeRun, Node
-from campaigns.state import rulebook, triggers
+from campaigns.state.time import rulebook, triggers
 
-from . import llm
-from .llm import failures, priority
+from .. import llm
+from ..llm import failures, priority
+from . import Step
 
 logger = logging.getLogger(__name__)
 
@@ -71,6 +72,9 @@ async def judge(node_id):
                                                  narrator.model)
         return JudgeRun.Status.FAILED
     return JudgeRun.Status.APPLIED
+
+
+STEP = Step(judge, "Judging the world's triggers…", "Judge step", JudgeRun)
 
 
 def _prepare(node_id):

@@ -4,8 +4,9 @@ A committed reply is queued here and its steps run in order, in the event
 loop that played the turn, after the person already has the reply. Each step
 records its own status and its own failure; a failing step never touches the
 accepted turn, and the next step and the next reply still run. Add a step by
-appending a ``Step`` to ``STEPS``: an async function of the reply node's id,
-and the model of the run row it writes on the reply.
+writing a module of this package that declares its ``STEP`` (a ``Step``: an
+async function of the reply node's id, and the model of the run row it
+writes on the reply) and listing it in ``STEPS``.
 
 A player's turn comes first: every step runs as background work
 (``llm.priority``), so its model calls stop when a turn starts and are made
@@ -24,23 +25,13 @@ from collections import deque
 from dataclasses import dataclass
 
 from campaigns import lineage
-from campaigns.models import ConsolidationRun, JudgeRun, Node, OffstageRun, RecorderRun
-from memory.models import CheckpointRun, MemoryRun, MindsRun
+from campaigns.models import Node, RecorderRun
 
-from . import compaction, judge, llm, memories, minds, recorder
-from .llm import priority
-from .voices import author, away
+from .. import llm
+from ..llm import priority
+from . import Step, away, compaction, consolidation, judge, memories, minds, recorder
 
 logger = logging.getLogger(__name__)
-
-
-@dataclass(frozen=True)
-class Step:
-    run: object  # async run(node_id)
-    doing: str  # what the play page says while it runs
-    name: str  # what the play page calls it when it fails
-    record: type  # its run row on the reply: one per node, with a status ("failed" on failure) and an error
-
 
 # In order: the state first, so later steps see what the turn changed (the
 # memory step's cast brief reads it), and the judge of triggers' free-text
@@ -48,16 +39,16 @@ class Step:
 # the checkpoint last, so the next turn finds its summary already written
 # (and the memory step's blocks are not waiting behind a long summary).
 STEPS = [
-    Step(recorder.record, "Recording what the reply changed…", "Recording", RecorderRun),
-    Step(judge.judge, "Judging the world's triggers…", "Judge step", JudgeRun),
+    recorder.STEP,
+    judge.STEP,
     # The recorder's second call (D11): what the characters perceived, then the recall index.
-    Step(minds.record, "Recording what the characters perceived…", "Minds step", MindsRun),
+    minds.STEP,
     # Off stage (seed 002 离场行动): characters away from the player act on what is due, one at a time, and the
     # "Meanwhile" card is written; then the world author completes what it created (consolidation), when due.
-    Step(away.play, "Playing what happens off stage…", "Off-stage step", OffstageRun),
-    Step(author.after_turn, "Completing the new parts of the world…", "Consolidation step", ConsolidationRun),
-    Step(memories.remember, "Writing memories…", "Memory step", MemoryRun),
-    Step(compaction.checkpoint, "Writing the summary…", "Summary step", CheckpointRun),
+    away.STEP,
+    consolidation.STEP,
+    memories.STEP,
+    compaction.STEP,
 ]
 
 # Measured (`manage.py bench --only recording`): over twenty demo turns the

@@ -2,25 +2,24 @@
 
 A lore entry is known by its key, ``<book>:<entry>``: the lorebook's key
 and the entry's own id (an explicit one in the file, or its heading path),
-so it survives re-indexing however the passages are re-cut. A world file's
-``lore`` section is the book ``world``. A character recalls only lore it
-has a knowledge edge to (``knows:<who>:lore:<key>``) or lore whose scope is
-``everyone``; unknown lore is never searched, and a brief lists the titles
-alone. The game master searches every entry.
+so it survives re-indexing however the passages are re-cut (``lore_key``,
+``entry_id``, ``book_key``: the world's, since a ``know`` event names lore
+by it). A world file's ``lore`` section is the book ``world``. A character
+recalls only lore it has a knowledge edge to (``knows:<who>:lore:<key>``)
+or lore whose scope is ``everyone``; unknown lore is never searched, and a
+brief lists the titles alone. The game master searches every entry.
 """
 
 import functools
-import re
 from dataclasses import dataclass
 
-from .reading import normalize, words
+from ..reading import words
+from .world import WORLD_BOOK, book_key, entry_id, knowledge, lore_key  # noqa: F401 — lore's keys are the world's
 
-WORLD_BOOK = "world"
 LISTED, EVERYONE = "listed", "everyone"
 SCOPES = (LISTED, EVERYONE)
 # Lore a character is reminded of at once; the brief's titles are all it knows, and it asks for the rest.
 RECALL = 3
-MAX_ID = 120
 # Words that say nothing of what an entry is about (memory.ranking's list; campaigns imports no other app).
 FUNCTION_WORDS = frozenset("""a an and as at but by for from he her his i if in it its of on or she so that the their
 then there these they this those to we when where while who you your""".split())
@@ -36,25 +35,6 @@ class Entry:
     @property
     def book(self):
         return self.key.split(":", 1)[0]
-
-
-def entry_id(text):
-    """Return an entry's id as keys are written: lower case, words joined by "-", heading levels by "/"."""
-    parts = [re.sub(r"[^a-z0-9]+", "-", normalize(part)).strip("-") for part in str(text).split("/")]
-    return "/".join(part for part in parts if part)[:MAX_ID] or "untitled"
-
-
-def book_key(title):
-    """Return a lorebook's key from its title (the importer makes it unique within a campaign)."""
-    return re.sub(r"[^a-z0-9]+", "-", normalize(title)).strip("-")[:60] or "lore"
-
-
-def lore_key(name):
-    """Return the key of the lore entry ``name``: ``"book:entry"``, or a bare entry id of the world file's lore."""
-    book, _, entry = str(name).partition(":")
-    if not entry:
-        return f"{WORLD_BOOK}:{entry_id(book)}"
-    return f"{book_key(book)}:{entry_id(entry)}"
 
 
 def world_entries(content):
@@ -102,8 +82,6 @@ def _terms(text):
 
 def known_lore(state, who):
     """Return the keys of the lore entries ``who`` has a knowledge edge to on this line."""
-    from .world import knowledge
-
     return set(knowledge(state, who).get("lore", {}))
 
 

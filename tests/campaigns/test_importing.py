@@ -7,7 +7,7 @@ import pytest
 from asgiref.sync import sync_to_async
 from channels.db import database_sync_to_async
 
-from storyteller import importing
+from campaigns import importing
 
 # The database thread closes stale connections around each call, which counts as database access.
 pytestmark = pytest.mark.django_db(transaction=True)

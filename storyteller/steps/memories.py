@@ -24,9 +24,10 @@ from knowledge.importer import embedding_model, prefixes
 from memory import bank, blocks
 from memory.models import MemoryRun
 
-from . import llm, warming
-from .llm import failures, priority
-from .context import layers
+from .. import llm, warming
+from ..context import layers
+from ..llm import failures, priority
+from . import Step
 
 logger = logging.getLogger(__name__)
 
@@ -102,6 +103,9 @@ async def remember(node_id):
     if new_ids or evicted or embedded:
         warming.start(job.campaign.pk)  # the next turn finds the bank's index holding what was just written
     return status
+
+
+STEP = Step(remember, "Writing memories…", "Memory step", MemoryRun)
 
 
 async def embed_missing(campaign):

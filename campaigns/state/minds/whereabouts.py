@@ -26,10 +26,11 @@ from dataclasses import dataclass, field
 
 from django.db import connection
 
-from ..models import StateEvent, StateRecord
-from . import selection, world
+from ...models import StateEvent, StateRecord
+from .. import selection
+from ..reading import PROTAGONIST, PROTAGONIST_ALIASES, normalize, protagonist_name
+from ..world import world
 from .beliefs import Change, Container, Minds, Move, Notice, Reveal, Tell
-from .reading import PROTAGONIST, PROTAGONIST_ALIASES, normalize, protagonist_name
 
 KINDS = ("entity", "location", "holder", "item", "notice")
 CLOSED = ("closed", "locked")

@@ -8,8 +8,8 @@ branch without it, and the item is due again there, as everything anchored
 to a node is. An item whose run failed has no marker and waits.
 """
 
-from .registry import PEOPLE, Field, Rejected, register
-from .rules import write
+from ..registry import PEOPLE, Field, Rejected, register
+from ..time.rules import write
 
 OFFSCENE_RANK = 55  # after the world author's type
 

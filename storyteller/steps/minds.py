@@ -29,14 +29,16 @@ from django.db import transaction
 from campaigns import lineage
 from campaigns import state as story_state
 from campaigns.models import Campaign, Node, RecorderRun, StateRecord
-from campaigns.state import minds as mind_events
-from campaigns.state import registry, selection, world
+from campaigns.state import registry, selection
+from campaigns.state.minds import minds as mind_events
+from campaigns.state.world import world
 from knowledge.importer import embedding_model, prefixes
 from memory import recall_index
 from memory.models import MindsRun
 
-from . import llm
-from .llm import failures, priority
+from .. import llm
+from ..llm import failures, priority
+from . import Step
 
 logger = logging.getLogger(__name__)
 
@@ -153,6 +155,9 @@ async def record(node_id):
     await database_sync_to_async(_record_run)(job, status=status, counts=counts, indexed=indexed, embedded=embedded,
                                               embedding_note=embedding_note, note=note, error=error, model=model)
     return status
+
+
+STEP = Step(record, "Recording what the characters perceived…", "Minds step", MindsRun)
 
 
 async def _record(job, narrator):

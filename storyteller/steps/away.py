@@ -41,18 +41,20 @@ from django.db import connection, transaction
 from campaigns import lineage
 from campaigns import state as story_state
 from campaigns.models import Campaign, ContextSnapshot, Node, OffstageRun, Round, StateEvent, StateRecord
-from campaigns.state import agenda, calendar, lore, offscene, rulebook, triggers, variables, world
-from campaigns.state.offscene import ITEM_KINDS
 from campaigns.state.reading import PROTAGONIST
-from campaigns.state.rules import Refused
+from campaigns.state.time import agenda, calendar, rulebook, triggers, variables
+from campaigns.state.time.rules import Refused
+from campaigns.state.world import lore, offscene, world
+from campaigns.state.world.offscene import ITEM_KINDS
 from knowledge import lorebooks
 from memory import recall as memory_recall
 from memory import recall_index
 
 from .. import llm
 from ..llm import failures, priority
-from . import briefs, offstage, rounds, schemas
-from .limits import limits_of
+from ..voices import briefs, offstage, rounds, schemas
+from ..voices.limits import limits_of
+from . import Step
 
 logger = logging.getLogger(__name__)
 
@@ -117,6 +119,9 @@ async def play(node_id):
                                           note=f"{played} played" + (f"; {step.waiting} wait for a later turn"
                                                                      if step.waiting else ""))
     return OffstageRun.Status.FAILED if errors else OffstageRun.Status.PLAYED
+
+
+STEP = Step(play, "Playing what happens off stage…", "Off-stage step", OffstageRun)
 
 
 def _prepare(node_id):

@@ -25,12 +25,12 @@ knows (``known_route``), and one ``item_changes`` event is dry-run in order
 and applies whole or not at all, with every reason (``dry_run``).
 """
 
+import re
 from collections import deque
 from dataclasses import dataclass, replace
 
-from .lore import lore_key
-from .reading import PROTAGONIST, key_for, normalize
-from .registry import EVERYONE, PEOPLE, WORLD, WORLD_RANK, Field, Rejected, register
+from ..reading import PROTAGONIST, key_for, normalize
+from ..registry import EVERYONE, PEOPLE, WORLD, WORLD_RANK, Field, Rejected, hook, register
 
 EXIT_STATES = ("open", "locked", "blocked")
 CONTAINER_STATES = ("open", "closed", "locked")
@@ -519,6 +519,30 @@ def _build_knowledge(state, prefix):
             kind, target = record.slot[len(prefix):].split(":", 1)
             known.setdefault(kind, {})[target] = record.data.get("how", "")
     return known
+
+
+# Lore is known by its key, ``<book>:<entry>`` (``lore`` says who may recall which): a ``know`` event names it so.
+WORLD_BOOK = "world"
+MAX_ID = 120
+
+
+def entry_id(text):
+    """Return an entry's id as keys are written: lower case, words joined by "-", heading levels by "/"."""
+    parts = [re.sub(r"[^a-z0-9]+", "-", normalize(part)).strip("-") for part in str(text).split("/")]
+    return "/".join(part for part in parts if part)[:MAX_ID] or "untitled"
+
+
+def book_key(title):
+    """Return a lorebook's key from its title (the importer makes it unique within a campaign)."""
+    return re.sub(r"[^a-z0-9]+", "-", normalize(title)).strip("-")[:60] or "lore"
+
+
+def lore_key(name):
+    """Return the key of the lore entry ``name``: ``"book:entry"``, or a bare entry id of the world file's lore."""
+    book, _, entry = str(name).partition(":")
+    if not entry:
+        return f"{WORLD_BOOK}:{entry_id(book)}"
+    return f"{book_key(book)}:{entry_id(entry)}"
 
 
 def knows_slot(who, kind, target):
@@ -1495,6 +1519,13 @@ def observation(state, outcomes):
     if not movers and not witnesses:
         return None
     return {"who": movers, "witnesses": witnesses, "items": sorted(items), "exits": sorted(exits)}
+
+
+@hook("observers")
+def _observed(state, outcomes):
+    """Return the ``observe`` event a batch's outcomes call for, or None (``events.validate_batch`` writes it)."""
+    seen = observation(state, outcomes)
+    return None if seen is None else {"type": "observe", "data": seen}
 
 
 # ---------------------------------------------------------------- the whole world, as plain values

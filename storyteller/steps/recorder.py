@@ -34,9 +34,10 @@ from campaigns import state as story_state
 from campaigns.models import Campaign, ContextSnapshot, Node, RecorderRun, Round
 from campaigns.state import selection
 
-from . import llm
-from .context import rules
-from .llm import bounds, failures, priority
+from .. import llm
+from ..context import rules
+from ..llm import bounds, failures, priority
+from . import Step
 
 logger = logging.getLogger(__name__)
 
@@ -75,7 +76,7 @@ Event types (subject / object / value; "data" holds the rest):
 Set narrator_only to true only for something the protagonist does not know. What a character sees on arriving somewhere is recorded for you; do not record it.
 Answer {"events": []} when nothing changed."""
 
-# The rules' types (campaigns/state/rulebook.py), each with its line of RULES; a turn is offered those its line
+# The rules' types (campaigns/state/time/rulebook.py), each with its line of RULES; a turn is offered those its line
 # uses (``rules.recorder_types``): a small model reads the schema in its prompt, and every variant costs time
 # (measured: the whole set took a three-turn recording on llama-cpp-python past its 120 s timeout).
 RULE_LINES = {
@@ -148,6 +149,9 @@ async def record(node_id):
         )
         return RecorderRun.Status.FAILED
     return RecorderRun.Status.APPLIED
+
+
+STEP = Step(record, "Recording what the reply changed…", "Recording", RecorderRun)
 
 
 def _apply(job, events, model):

@@ -23,11 +23,12 @@ the queue stays as it was.
 import dataclasses
 from dataclasses import dataclass, field
 
+from ..events import validate_batch
+from ..reading import normalize, words
+from ..registry import PEOPLE, WORLD, Field, Rejected, clean, register
+from ..time.rules import Refused, write
 from . import lint, world
 from .lore import FUNCTION_WORDS
-from .reading import normalize, words
-from .registry import PEOPLE, WORLD, Field, Rejected, clean, register
-from .rules import Refused, write
 
 # Seed 002 扩展世界: "need 可为 scene_change、arrival 或 introduction", and the reasons 物品 (object), 故事变量
 # (variable) and 世界触发器 (trigger) add (digest conflict 1: all six are taken).
@@ -223,8 +224,6 @@ def check_edit(state, edit, *, turn, per_turn, created_before=0):
 
 def validate(state, events):
     """Validate ``events`` in order on ``state`` with the world's rights; return their Outcomes (observation too)."""
-    from .events import validate_batch
-
     return validate_batch(state, [clean(event) for event in events], WORLD)
 
 

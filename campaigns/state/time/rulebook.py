@@ -11,7 +11,8 @@ readers (``now_of``, ``triggers_of``…) are what the pages, the narrator's
 tail and ``story state`` read. After every batch, ``after_batch`` keeps the
 rules in the same transaction, as events of the engine: a round is made as
 long as the journeys it held, then the world's triggers are checked and
-their effects settled all or nothing.
+their effects settled all or nothing. ``env_for`` and ``after_batch`` are
+registered as the registry's hooks, which ``events.apply_events`` calls.
 """
 
 import dataclasses
@@ -19,10 +20,12 @@ import time
 from dataclasses import dataclass, field
 from functools import cached_property
 
-from . import agenda, calendar, clock, dice, triggers, variables, world
-from .reading import PROTAGONIST, key_for
-from .registry import (CORRECTION, ENGINE, EVERYONE, JUDGE, PROPOSERS, RECORDER, RULES_RANK, SCRIPT, TYPES, WORLD,
-                       Check, Field, Rejected, clean, register)
+from ..events import validate
+from ..reading import PROTAGONIST, key_for
+from ..registry import (CORRECTION, ENGINE, EVERYONE, JUDGE, PROPOSERS, RECORDER, RULES_RANK, SCRIPT, TYPES, WORLD,
+                        Check, Field, Rejected, clean, hook, register)
+from ..world import world
+from . import agenda, calendar, clock, dice, triggers, variables
 from .rules import Refused, write
 
 # The Campaign fields a batch reads (beside its id and creation time).
@@ -66,6 +69,7 @@ class Env:
         return self.node, self.depth
 
 
+@hook("environment", campaign_fields=CAMPAIGN_FIELDS)
 def env_for(node, campaign, path=None):
     """Return the Env of a batch at ``node`` of ``campaign`` (a row holding ``CAMPAIGN_FIELDS``)."""
     def player_action():
@@ -845,8 +849,6 @@ def _copy(state):
 
 def _dry_run(state, effects, env, elsewhere):
     """Validate a firing's effects in order on ``state`` (a copy); return (outcomes, "") or ([], the first reason)."""
-    from .events import validate
-
     outcomes = []
     for number, effect in enumerate(effects, 1):
         outcome = validate(state, clean(effect), ENGINE, elsewhere=elsewhere, env=env)
@@ -859,6 +861,7 @@ def _dry_run(state, effects, env, elsewhere):
 # --------------------------------------------------------------------------------------------- after a batch
 
 
+@hook("after_batch")
 def after_batch(state, outcomes, source, env, *, elsewhere=lambda key: False):
     """Return the engine's Outcomes after a batch: its round lengthened to its journeys, then the trigger check.
 
@@ -868,8 +871,6 @@ def after_batch(state, outcomes, source, env, *, elsewhere=lambda key: False):
     fires what 20:00 fires; a batch that leaves every trigger and note as it
     was adds nothing.
     """
-    from .events import validate
-
     extra = []
     applied = [outcome for outcome in outcomes if outcome.status == "applied"]
     if source in PROPOSERS:

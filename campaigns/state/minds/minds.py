@@ -26,10 +26,10 @@ Story time is the story clock's record (slot ``clock``, value UTC ms) when
 the line has one; before that every time is None and nothing fades.
 """
 
-from . import world
+from ..reading import key_for
+from ..registry import CORRECTION, RECORDER, SCRIPT, Field, Rejected, hook, register
+from ..world import world
 from .beliefs import perceivers
-from .reading import key_for
-from .registry import CORRECTION, RECORDER, SCRIPT, Field, Rejected, register
 
 MINDS = 40  # listed after the story's and the world's types
 
@@ -95,6 +95,7 @@ def event_id(name):
     return key_for(text)[:ID_CHARS]
 
 
+@hook("prefetch")
 def slots_for(state, events):
     """Return the slots validating ``events`` (cleaned) will read, so a partial state reads them in one go.
 

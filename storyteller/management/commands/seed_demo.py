@@ -9,7 +9,7 @@ from storyteller import signin
 
 # A small world of its own, so a new person sees the world model on the first run: the quay, the lane,
 # Mara's cottage, the headland and its lantern behind a locked door, and the key somewhere in the village.
-DEMO_WORLD = Path(__file__).resolve().parents[2] / "worlds" / "greyhollow.json"
+DEMO_WORLD = Path(worldfile.__file__).resolve().parent / "worlds" / "greyhollow.json"
 
 
 class Command(BaseCommand):

@@ -28,9 +28,10 @@ from campaigns.models import Campaign, Node
 from memory import blocks, checkpoints
 from memory.models import Checkpoint, CheckpointRun
 
-from . import context, llm, tokens
-from .llm import failures, priority
-from .context import budget, layers
+from .. import context, llm, tokens
+from ..context import budget, layers
+from ..llm import failures, priority
+from . import Step
 
 logger = logging.getLogger(__name__)
 
@@ -123,6 +124,9 @@ async def checkpoint(node_id):
         status = CheckpointRun.Status.FAILED
     await database_sync_to_async(checkpoints.record_run)(node, status=status, error=error)
     return status
+
+
+STEP = Step(checkpoint, "Writing the summary…", "Summary step", CheckpointRun)
 
 
 async def rebuild(campaign_id):
