@@ -28,8 +28,11 @@ from .rules import Refused, write
 # The Campaign fields a batch reads (beside its id and creation time).
 CAMPAIGN_FIELDS = ("clock_mode", "time_zone", "round_seconds", "max_skip_days", "trigger_cap", "beat_turns",
                    "cue_turns", "last_played_at")
-# Instants are UTC milliseconds; a field holding one needs more room than the registry's default bound.
+# Durations in seconds and minutes: far more room than the registry's default bound (the clock's own rules
+# refuse a round over a day and a skip past max_skip_days, naming them).
 MAX_MS = 10 ** 15
+# Instants are UTC milliseconds within story time's one range (``clock.within``).
+INSTANT = {"minimum": clock.EARLIEST_MS, "maximum": clock.LATEST_MS}
 # A turn's rolls: more than this in one turn is a loop, not a story.
 MAX_ROLLS = 50
 
@@ -353,7 +356,7 @@ def _skip(check, event):
 
 
 @register(RULES_RANK, "real", sources=(ENGINE,), fields={
-    "wall_ms": Field("int", "the wall clock the round ended at (UTC ms)", maximum=MAX_MS)},
+    "wall_ms": Field("int", "the wall clock the round ended at (UTC ms)", **INSTANT)},
     help="written by the application: a round of a real clock takes the wall clock's time")
 def _real(check, event):
     env = _env(check)
@@ -364,8 +367,8 @@ def _real(check, event):
 
 
 @register(RULES_RANK, "resync", sources=(ENGINE,), fields={
-    "last_seen_ms": Field("int", "when the person last played (UTC ms)", maximum=MAX_MS),
-    "wall_ms": Field("int", "the wall clock at the turn's start (UTC ms)", maximum=MAX_MS)},
+    "last_seen_ms": Field("int", "when the person last played (UTC ms)", **INSTANT),
+    "wall_ms": Field("int", "the wall clock at the turn's start (UTC ms)", **INSTANT)},
     help="written by the application at a turn's start: a real clock catches up with the wall (decision D7)")
 def _resync(check, event):
     env, data = _env(check), event["data"]
@@ -802,7 +805,7 @@ def _judgment(check, event):
 
 
 @register(RULES_RANK, "trigger_check", sources=(ENGINE,), fields={
-    "since": Field("int", "the story time of the previous check (UTC ms)", maximum=MAX_MS)},
+    "since": Field("int", "the story time of the previous check (UTC ms)", **INSTANT)},
     help="written by the application after every batch: the world's triggers are checked, and each that fires "
          "applies all its effects or none")
 def _trigger_check(check, event):

@@ -21,7 +21,7 @@ from dataclasses import dataclass, field, replace
 from datetime import timedelta
 from functools import cached_property
 
-from . import calendar
+from . import calendar, clock
 from .rules import Refused, write
 
 STATUSES = ("dormant", "fired", "expired", "failed")
@@ -292,8 +292,7 @@ def _time(data, refs, tz, now_ms, cal):
     parts = []
     for key, build in (("after", After), ("before", Before)):
         if data.get(key) is not None:
-            at = data[key] if isinstance(data[key], int) and not isinstance(data[key], bool) else (
-                calendar.parse_instant(data[key], now_ms=now_ms, tz=tz, calendar=cal))
+            at = clock.instant(data[key], key, now_ms=now_ms, tz=tz, cal=cal)
             normal[key] = at
             parts.append(build(at))
     if not parts:
@@ -449,11 +448,10 @@ def load_trigger(data, *, refs=None, tz="UTC", now_ms=0, cal=None, origin="world
     expires = None
     if data.get("expires") is not None:
         try:
-            expires = data["expires"] if isinstance(data["expires"], int) else calendar.parse_instant(
-                data["expires"], now_ms=now_ms, tz=tz, calendar=cal)
+            expires = clock.instant(data["expires"], "expires", now_ms=now_ms, tz=tz, cal=cal)
             normal["expires"] = expires
         except Refused as error:
-            reasons.append(f"expires: {error}")
+            reasons.append(str(error))
     announce = _announce(data.get("announce"), refs, tz, now_ms, cal, reasons)
     if announce is not None:
         normal["announce"] = announce
@@ -492,10 +490,9 @@ def _announce(data, refs, tz, now_ms, cal, reasons):
                 "from": str(data.get("from") or "")}
     if data.get("at") is not None:
         try:
-            announce["at"] = data["at"] if isinstance(data["at"], int) else calendar.parse_instant(
-                data["at"], now_ms=now_ms, tz=tz, calendar=cal)
+            announce["at"] = clock.instant(data["at"], "announce.at", now_ms=now_ms, tz=tz, cal=cal)
         except Refused as error:
-            reasons.append(f"announce at: {error}")
+            reasons.append(str(error))
     return announce
 
 
