@@ -21,7 +21,7 @@ import re
 from django.db import connection, transaction
 from django.utils import timezone
 
-from .. import lineage
+from .. import lineage, staging
 from ..models import Campaign, Node, RecorderRun, StateEvent, StateRecord
 from . import minds, world  # noqa: F401 — each registers its event types in the one table
 from . import rulebook  # registers story time and world rules in the one table, and checks triggers after a batch
@@ -31,7 +31,7 @@ from .registry import (STORY, EVERYONE, MAX_NAME, MAX_TEXT, PEOPLE, PROPOSERS, T
                        register, types_for)
 
 __all__ = ["CORRECTION_TYPES", "MAX_NAME", "MAX_TEXT", "RECORDER_TYPES", "Outcome", "Rejected", "apply_events",
-           "clean", "correct", "record_failure", "validate", "validate_batch"]
+           "clean", "correct", "record_failure", "store", "validate", "validate_batch"]
 
 
 def validate(state, event, source, *, elsewhere=lambda key: False, env=None):
@@ -141,6 +141,23 @@ def apply_events(node, payloads, *, source, author=None, attempt=0, model="", ma
             for event, outcome in zip(events, outcomes) for w in outcome.writes
         ])
     return events
+
+
+def store(node, outcomes, *, source, writes=None, progress=None):
+    """Write already validated ``outcomes`` at ``node`` in short transactions (``staging.in_batches``).
+
+    For a staged import only: its world was validated whole before anything
+    was written (``worldfile.check``), and nobody sees the campaign until it
+    is published, so no batch needs to read or check the state again.
+    """
+    def batch(chunk):
+        events = _write_events(node, source, None, 0, chunk)
+        _write_records(node, [
+            (_authority(outcome.source or source, outcome.payload), event.pk, w["slot"], w["kind"], w.get("subject", ""),
+             w.get("value", ""), json.dumps(w.get("data", {})), w.get("narrator_only", False),
+             w.get("retracted", False))
+            for event, outcome in zip(events, chunk) for w in outcome.writes])
+    staging.in_batches(outcomes, batch, writes=writes, progress=progress)
 
 
 def _mark_recorded(node, attempt, model):
