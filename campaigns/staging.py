@@ -71,7 +71,7 @@ def in_batches(items, write, *, writes=None, progress=None):
     """Call ``write(batch)`` for consecutive batches of ``items``, each in a transaction of its own.
 
     A batch grows while transactions stay short and shrinks when one takes
-    longer than TARGET_SECONDS. ``progress(done, total)`` is told after each.
+    longer than TARGET_SECONDS. ``progress(rows)`` is told how many each wrote.
     """
     items = list(items)
     size, done = FIRST_BATCH, 0
@@ -82,7 +82,7 @@ def in_batches(items, write, *, writes=None, progress=None):
         elapsed = time.perf_counter() - started
         done += len(batch)
         if progress is not None:
-            progress(done, len(items))
+            progress(len(batch))
         held = writes.longest if writes is not None and writes.batches == 1 else elapsed / 2
         if held > TARGET_SECONDS:
             size = max(1, size // 2)

@@ -780,8 +780,8 @@ def create_campaign(owner, document, *, progress=None, writes=None, **fields):
     ``fields`` are the campaign's own (a form's); what they leave out comes
     from the file's ``campaign`` section. A file with any problem stores
     nothing; otherwise the world is written in short transactions
-    (``staging``), ``progress(done, total)`` told after each, and the
-    campaign appears only once all of it is written.
+    (``staging``), ``progress(rows)`` told what each wrote (``Prepared.rows``
+    in all), and the campaign appears only once all of it is written.
     """
     prepared = prepare(owner, document, **fields)
     return prepared.write(progress=progress, writes=writes), prepared.checked.findings
