@@ -28,7 +28,7 @@ from . import rulebook  # registers story time and world rules in the one table,
 from .reading import (ENTITY_KINDS, PROTAGONIST, Record, fact_slot, key_for, normalize, state_at, state_for_events,
                       thread_slot)
 from .registry import (STORY, EVERYONE, MAX_NAME, MAX_TEXT, PEOPLE, PROPOSERS, TYPES, Check, Outcome, Rejected, clean,
-                       register, types_for)
+                       precheck, register, types_for)
 
 __all__ = ["CORRECTION_TYPES", "MAX_NAME", "MAX_TEXT", "RECORDER_TYPES", "Outcome", "Rejected", "apply_events",
            "clean", "correct", "record_failure", "store", "validate", "validate_batch"]
@@ -116,8 +116,10 @@ def apply_events(node, payloads, *, source, author=None, attempt=0, model="", ma
     False). After the batch the application keeps its own rules in the same
     transaction (``rulebook.after_batch``: a round lengthened to the journeys
     it made, then the world's triggers checked), as events of the engine.
-    Return the stored StateEvents.
+    Each type's stateless check (``registry.precheck``: a dice check's bands, a calendar, triggers) runs
+    before the transaction opens. Return the stored StateEvents.
     """
+    cleaned = [precheck(clean(payload)) for payload in payloads]
     with transaction.atomic():
         if source in PROPOSERS and mark and not _mark_recorded(node, attempt, model):
             return []
@@ -125,7 +127,7 @@ def apply_events(node, payloads, *, source, author=None, attempt=0, model="", ma
         campaign = Campaign.objects.raw(f"SELECT id, created_at, protagonist, {', '.join(rulebook.CAMPAIGN_FIELDS)}"
                                         f" FROM {Campaign._meta.db_table} WHERE id = %s", [node.campaign_id])[0]
         path = lineage.path_at(node.campaign_id, node.branch_id, node.depth)
-        events = [clean(payload) for payload in payloads]
+        events = cleaned
         # A world file names thousands of things at once: read the (new) campaign's whole state instead.
         whole = source == StateEvent.Source.WORLD if whole is None else whole
         state = state_at(path, campaign) if whole else state_for_events(path, campaign, events)

@@ -65,6 +65,9 @@ class EventType:
     # Which of the recorder's calls proposes it: "" the state call, "minds" the second, small-schema call
     # (decision D11: events, perceptions and beliefs are recorded in a call of their own).
     call: str = ""
+    # precheck(data) -> None, raising Rejected: what of the event can be checked without the state (parsing a
+    # dice check's bands, a calendar, triggers), run before the write transaction opens (``events.apply_events``).
+    precheck: object = None
 
     def fields_for(self, source):
         if source in PROPOSERS:
@@ -96,14 +99,28 @@ STORY, WORLD_RANK = 10, 20
 RULES_RANK = 30
 
 
-def register(rank, name, *, sources, fields=None, help, aliases=False, call=""):
+def register(rank, name, *, sources, fields=None, help, aliases=False, call="", precheck=None):
     """Register the decorated function as the handler of event type ``name``, listed by ``rank``."""
     def decorate(handler):
         if name in TYPES:
             raise ValueError(f"event type {name!r} is registered twice")
-        TYPES[name] = EventType(name, rank, handler, tuple(sources), dict(fields or {}), help, aliases, call)
+        TYPES[name] = EventType(name, rank, handler, tuple(sources), dict(fields or {}), help, aliases, call,
+                                precheck)
         return handler
     return decorate
+
+
+def precheck(event):
+    """Return ``event`` (cleaned), its type's stateless check done: a failure is noted under ``problems``, which
+    validation rejects it with. Run before a write transaction, so what is slow to check is not checked there."""
+    kind = TYPES.get(event.get("type"))
+    if kind is None or kind.precheck is None or event.get("problems") or event.get("invalid"):
+        return event
+    try:
+        kind.precheck(event)
+    except Rejected as error:
+        event["problems"] = [str(error)]
+    return event
 
 
 def types_for(source):

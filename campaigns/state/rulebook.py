@@ -387,9 +387,17 @@ def _clock_mode(check, event):
     return [_clock_write(step)]
 
 
+def _precheck_calendar(event):
+    data = event["data"].get("calendar")
+    if not isinstance(data, dict):
+        raise Rejected("data.calendar must be an object {hemisphere, festivals, markers}")
+    _refused(calendar.load_calendar, data)
+
+
 @register(RULES_RANK, "calendar_set", sources=(WORLD, CORRECTION), fields={
     "calendar": Field("json", "{hemisphere, festivals: [{name, rule, except}], markers: [...]}")},
-    help="\"\" / \"\" / \"\": the campaign calendar: hemisphere, festivals and markers (data.calendar)")
+    help="\"\" / \"\" / \"\": the campaign calendar: hemisphere, festivals and markers (data.calendar)",
+    precheck=_precheck_calendar)
 def _calendar_set(check, event):
     data = event["data"].get("calendar")
     if not isinstance(data, dict):
@@ -623,7 +631,13 @@ def _temperament(check, event):
 # --------------------------------------------------------------------------------------------- dice
 
 
-@register(RULES_RANK, "dice_check_define", sources=(WORLD, CORRECTION), fields={
+def _precheck_dice(event):
+    """Parse the check and its bands' coverage before the transaction; only its variable is left to check."""
+    key = event["subject"].strip().lower()
+    _refused(dice.parse_check, key, {**event["data"], "name": event["data"].get("name") or key})
+
+
+@register(RULES_RANK, "dice_check_define", sources=(WORLD, CORRECTION), precheck=_precheck_dice, fields={
     "name": Field("name", "what the check is called"),
     "use_text": Field("text", "when to use it"),
     "definition": Field("json", "{dice, read, compare, target, variable, bands: [{label, outcome, min, max}]}")},
@@ -735,7 +749,16 @@ def _carrier(state, item):
     return ""
 
 
-@register(RULES_RANK, "trigger_define", sources=(WORLD, CORRECTION), fields={
+def _precheck_triggers(event):
+    """Read the triggers' shape, conditions and instants before the transaction (what they name: inside it)."""
+    items = event["data"].get("triggers")
+    items = [items] if isinstance(items, dict) else items
+    if not isinstance(items, list) or not items:
+        raise Rejected("data.triggers must be a trigger definition or a list of them")
+    _refused(triggers.load_triggers, items, now_ms=int(time.time() * 1000), cal=calendar.STORED)
+
+
+@register(RULES_RANK, "trigger_define", sources=(WORLD, CORRECTION), precheck=_precheck_triggers, fields={
     "triggers": Field("json", "one trigger definition or a list (those of one edit may refer to each other)")},
     help="\"\" / \"\" / \"\": world triggers are defined: what the world does when the records say so")
 def _trigger_define(check, event):
