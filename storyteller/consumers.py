@@ -49,6 +49,9 @@ UNEXPECTED = ("The turn failed unexpectedly ({error}). The story has been read a
               "anything you typed is back in the box. Try again; if this keeps happening, the app's console says more.")
 UNSHOWN = ("The reply was saved, but the page could not show it ({error}); the story has been read again. "
            "If this keeps happening, the app's console says more.")
+# Daphne refuses a websocket frame over 1 MiB; the end of a turn carries its new nodes only while it stays well
+# under that, and otherwise has the page read the story again over HTTP (a reply of 1 MiB once left it stuck).
+MAX_FRAME_BYTES = 512 * 1024
 
 
 class PlayConsumer(AsyncJsonWebsocketConsumer):
@@ -132,9 +135,12 @@ class PlayConsumer(AsyncJsonWebsocketConsumer):
         await self.channel_layer.group_send(self.group, {"type": "story.changed", "sender": self.channel_name})
 
     async def _end(self, turn, outcome, **details):
-        """Send the end of the turn; if even that cannot be rendered, say so and have the page read the story again."""
+        """Send the end of the turn; if it cannot be rendered or sent whole, say so and have the page read the
+        story again (over HTTP, which carries a reply of any size)."""
         try:
             html = await _render_end(self.campaign_id, turn, outcome, **details)
+            if len(html.encode()) > MAX_FRAME_BYTES:
+                html = await _render_end(self.campaign_id, turn, outcome, **{**details, "refresh": True}, nodes=False)
         except Exception as error:
             logger.exception("The end of a turn could not be rendered for campaign %s", self.campaign_id)
             message = UNSHOWN if outcome == "committed" else UNEXPECTED
@@ -142,7 +148,16 @@ class PlayConsumer(AsyncJsonWebsocketConsumer):
         # The end re-enables Send on the page: from here the turn is over for the socket too, whatever its task
         # still does (telling other tabs the story moved), so the next action is not refused as "still written".
         self.turn = None
-        await self.send(text_data=html)
+        try:
+            await self.send(text_data=html)
+        except Exception as error:
+            logger.exception("The end of a turn could not be sent for campaign %s", self.campaign_id)
+            message = UNSHOWN if outcome == "committed" else UNEXPECTED
+            try:
+                await self.send(text_data=_render_fallback(self.campaign_id, outcome, message.format(
+                    error=_name(error))))
+            except Exception:
+                logger.exception("Nor could the words saying so; the page reads the story when it reconnects")
 
     async def _relay(self, text):
         await self.send(text_data=format_html(CHUNK_FRAGMENT, text))
@@ -221,15 +236,18 @@ def _render_start(campaign_id, action, retry):
 
 
 @database_sync_to_async
-def _render_end(campaign_id, turn, outcome, *, error="", notice="", result=None, refresh=False):
-    """Render ``campaigns/_turn_end.html``: the new nodes (or the replaced reply back), controls and messages."""
+def _render_end(campaign_id, turn, outcome, *, error="", notice="", result=None, refresh=False, nodes=True):
+    """Render ``campaigns/_turn_end.html``: the new nodes (or the replaced reply back), controls and messages.
+
+    Without ``nodes`` the pending ones are taken off and the page reads the story again instead.
+    """
     campaign = Campaign.objects.get(pk=campaign_id)
     player = reply = None
-    if result is not None:
+    if nodes and result is not None:
         reply = Node.objects.get(pk=result.node_id)
         if not turn.retry:
             player = Node.objects.get(branch_id=reply.branch_id, depth=reply.depth - 1)
-    elif turn.started and turn.replaced is not None:
+    elif nodes and turn.started and turn.replaced is not None:
         reply = turn.replaced  # a retry that did not commit: the reply it was to replace comes back
     mark_rounds(mark_versions(campaign_id, [node for node in (player, reply) if node is not None]))
     return render_to_string("campaigns/_turn_end.html", {
