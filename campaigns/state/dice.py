@@ -22,7 +22,7 @@ import random
 import re
 from dataclasses import dataclass
 
-from .rules import Refused, write
+from .rules import Refused, shown, write
 
 MAX_DICE = 100
 MAX_SIDES = 1000
@@ -180,7 +180,7 @@ def parse_check(key, data, *, variables=None):
         reasons.append(f"compare {compare!r} is not one of {', '.join(COMPARES)}")
     target = definition.get("target")
     if target is not None and not _whole(target):
-        reasons.append(f"target {_shown(target)} is not a whole number from {-MAX_VALUE:,} to {MAX_VALUE:,}")
+        reasons.append(f"target {shown(target)} is not a whole number from {-MAX_VALUE:,} to {MAX_VALUE:,}")
         target = None
     variable = str(definition.get("variable") or "").strip().lower()[:MAX_TEXT]
     if variable and variables is not None and variable not in variables:
@@ -201,12 +201,6 @@ def parse_check(key, data, *, variables=None):
 
 def _whole(value):
     return isinstance(value, int) and not isinstance(value, bool) and -MAX_VALUE <= value <= MAX_VALUE
-
-
-def _shown(value):
-    """Return ``value`` as a reason may quote it: short, whatever it is."""
-    text = repr(value) if not isinstance(value, int) or abs(value) < 10 ** 30 else "a number of over 30 digits"
-    return text[:40] + ("…" if len(text) > 40 else "")
 
 
 def _bands(items, reasons):

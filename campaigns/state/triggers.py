@@ -22,7 +22,7 @@ from datetime import timedelta
 from functools import cached_property
 
 from . import calendar, clock
-from .rules import Refused, write
+from .rules import Refused, shown, write
 
 STATUSES = ("dormant", "fired", "expired", "failed")
 ORIGINS = ("world", "story")
@@ -253,7 +253,7 @@ class References:
 def _condition(data, refs, tz, now_ms, cal, reasons, where, depth=0):
     """Return (the Condition of ``data``, its normalised data), adding to ``reasons`` what is wrong."""
     if not isinstance(data, dict):
-        reasons.append(f"{where}: a condition is an object, not {_shown(data)}")
+        reasons.append(f"{where}: a condition is an object, not {shown(data)}")
         return None, data
     if depth > MAX_NESTING and any(key in data for key in ("all", "any", "not")):
         reasons.append(f"{where}: conditions nest at most {MAX_NESTING} all/any/not deep; write it flatter")
@@ -276,7 +276,7 @@ def _condition(data, refs, tz, now_ms, cal, reasons, where, depth=0):
             raise KeyError(kind)
         return _LEAVES[kind](data, refs, tz, now_ms, cal)
     except KeyError:
-        reasons.append(f"{where}: unknown condition type {_shown(kind)}; expected time, at, variable, holds, item_at, "
+        reasons.append(f"{where}: unknown condition type {shown(kind)}; expected time, at, variable, holds, item_at, "
                        "trigger, judged, or all/any/not")
     except Refused as error:
         reasons.append(f"{where}: {error}")
@@ -306,18 +306,12 @@ def _time(data, refs, tz, now_ms, cal):
     return (parts[0] if len(parts) == 1 else All(tuple(parts))), normal
 
 
-def _shown(value):
-    """Return ``value`` as a reason quotes it: its repr, at most 60 characters."""
-    text = repr(value) if not isinstance(value, (dict, list)) else f"a {'list' if isinstance(value, list) else 'object'}"
-    return text[:60] + ("…" if len(text) > 60 else "")
-
-
 def _known(refs, kind, key, what):
     known = getattr(refs, kind)
     if not key:
         raise Refused(f"names no {what}")
     if not isinstance(key, str):
-        raise Refused(f"names a {what} by its name or key (text), not {_shown(key)}")
+        raise Refused(f"names a {what} by its name or key (text), not {shown(key)}")
     if known is not None and key not in known:
         raise Refused(f"unknown {what} {key!r}")
     return key
@@ -348,7 +342,7 @@ def _variable(data, refs, *_):
     if "value" not in data:
         raise Refused(f"the comparison of {name} gives no value")
     if data["value"] is not None and not isinstance(data["value"], (str, int, float)):
-        raise Refused(f"the comparison of {name} is with a number, text or true/false, not {_shown(data['value'])}")
+        raise Refused(f"the comparison of {name} is with a number, text or true/false, not {shown(data['value'])}")
     obj = str(data.get("object") or "world")
     return Compare(obj, name, op, data["value"]), {"type": "variable", "object": obj, "name": name, "op": op,
                                                    "value": data["value"]}
@@ -430,7 +424,7 @@ def load_trigger(data, *, refs=None, tz="UTC", now_ms=0, cal=None, origin="world
     """
     refs = refs or References()
     if not isinstance(data, dict):
-        raise Refused(f"a trigger is an object, not {_shown(data)}")
+        raise Refused(f"a trigger is an object, not {shown(data)}")
     reasons = []
     ident = str(data.get("id") or "").strip()[:MAX_TEXT]
     where = f"trigger {ident!r}" if ident else "a trigger"
@@ -446,19 +440,19 @@ def load_trigger(data, *, refs=None, tz="UTC", now_ms=0, cal=None, origin="world
     for index, effect in enumerate(effects):
         kind = effect.get("type") if isinstance(effect, dict) else None
         if not isinstance(kind, str) or not kind or (refs.event_types is not None and kind not in refs.event_types):
-            reasons.append(f"effect {index + 1}: unknown event type {_shown(kind)}")
+            reasons.append(f"effect {index + 1}: unknown event type {shown(kind)}")
     normal = {"id": ident, "when": when, "effects": effects}
     numbers = {}
     for name, low, high, default in (("priority", -1000, 1000, 0), ("max_fires", 1, 10_000, 1),
                                      ("cooldown_seconds", 0, 10 * 366 * 86_400, 0)):
         value = data.get(name, default)
         if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
-            reasons.append(f"{name} is {_shown(value)}; a whole number from {low} to {high:,}")
+            reasons.append(f"{name} is {shown(value)}; a whole number from {low} to {high:,}")
             value = default
         numbers[name] = normal[name] = value
     probability = data.get("probability", 1)
     if isinstance(probability, bool) or not isinstance(probability, (int, float)) or not 0 < probability <= 1:
-        reasons.append(f"probability is {_shown(probability)}; a number above 0 and at most 1")
+        reasons.append(f"probability is {shown(probability)}; a number above 0 and at most 1")
         probability = 1
     normal["probability"] = probability
     expires = None
@@ -517,7 +511,7 @@ def _audience(audience, refs, reasons, what):
     if audience == "everyone":
         return audience
     if not isinstance(audience, (str, list, dict)):
-        reasons.append(f"{what} audience is everyone, a list of characters, or {{\"place\": …}}, not {_shown(audience)}")
+        reasons.append(f"{what} audience is everyone, a list of characters, or {{\"place\": …}}, not {shown(audience)}")
         return "everyone"
     if isinstance(audience, dict) and audience.get("place"):
         try:
