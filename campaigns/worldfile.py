@@ -27,6 +27,8 @@ from pathlib import PurePosixPath
 from django.core.exceptions import ValidationError
 from django.db import transaction
 
+from storyteller import tokens
+
 from . import lineage, staging, story, uploads
 from .models import Campaign, CanonRule, Node, StateEvent
 from .state import calendar as story_calendar
@@ -800,6 +802,7 @@ def prepare(owner, document, **fields):
                    "section)", *reasons]
     if reasons:
         raise WorldRefused(reasons)
+    tokens.count(values["opening"])  # the tokenizer loads once, before the first transaction rather than inside it
     return Prepared(owner, values, canon, checked, created_ms)
 
 
@@ -815,8 +818,8 @@ class Prepared:
 
     @property
     def rows(self):
-        """Return how many events the write stores (the progress's total)."""
-        return len(self.checked.outcomes)
+        """Return how many rows the write stores, events and records (the progress's total)."""
+        return sum(1 + len(outcome.writes) for outcome in self.checked.outcomes)
 
     def write(self, *, progress=None, writes=None):
         """Write the campaign staged, its world in batches at the opening node, then publish it; return it.

@@ -150,16 +150,27 @@ def store(node, outcomes, *, source, writes=None, progress=None):
 
     For a staged import only: its world was validated whole before anything
     was written (``worldfile.check``), and nobody sees the campaign until it
-    is published, so no batch needs to read or check the state again.
+    is published, so no batch needs to read or check the state again. The
+    batches count rows, not events: one event (the observation after a world,
+    a world's triggers) may write thousands of records, which then span
+    several transactions.
     """
+    rows = []
+    for number, outcome in enumerate(outcomes):
+        rows.append((number, None))
+        rows += [(number, w) for w in outcome.writes]
+    ids = {}
+
     def batch(chunk):
-        events = _write_events(node, source, None, 0, chunk)
+        starting = [number for number, w in chunk if w is None]
+        events = _write_events(node, source, None, 0, [outcomes[number] for number in starting])
+        ids.update({number: event.pk for number, event in zip(starting, events)})
         _write_records(node, [
-            (_authority(outcome.source or source, outcome.payload), event.pk, w["slot"], w["kind"], w.get("subject", ""),
-             w.get("value", ""), json.dumps(w.get("data", {})), w.get("narrator_only", False),
-             w.get("retracted", False))
-            for event, outcome in zip(events, chunk) for w in outcome.writes])
-    staging.in_batches(outcomes, batch, writes=writes, progress=progress)
+            (_authority(outcomes[number].source or source, outcomes[number].payload), ids[number], w["slot"],
+             w["kind"], w.get("subject", ""), w.get("value", ""), json.dumps(w.get("data", {})),
+             w.get("narrator_only", False), w.get("retracted", False))
+            for number, w in chunk if w is not None])
+    staging.in_batches(rows, batch, writes=writes, progress=progress)
 
 
 def _mark_recorded(node, attempt, model):

@@ -11,6 +11,7 @@ each type (``schema``) and the recorder's schema (``recorder_schema``), so the
 documentation, the recorder and the validator cannot drift apart.
 """
 
+import math
 from dataclasses import dataclass, field
 
 from .reading import key_for
@@ -24,6 +25,12 @@ MAX_ALIASES = 20
 MAX_OPS = 20
 # Characters named by an application-written observation.
 MAX_WHO = 500
+# A JSON field (a trigger's definition, a routine's windows, a world's lore…): its text, its lists and objects,
+# its nesting. Bundles check event payloads and records by the same numbers, so whatever is stored can be
+# exported and imported again.
+MAX_JSON_TEXT = 2_000
+MAX_JSON_ITEMS = 2_000
+MAX_JSON_DEPTH = 16
 
 # Who proposes an event. The recorder and a script follow the same rules (a
 # script is a recording written by hand); a correction and a world file may
@@ -237,6 +244,10 @@ def _coerce(raw, spec, where, problems):
     if spec.kind in ("text", "name"):
         return _text(raw, MAX_TEXT if spec.kind == "text" else MAX_NAME)
     if spec.kind == "json":
+        problem = json_problem(raw)
+        if problem:
+            problems.append(f"{where}{problem}")
+            return None
         return raw
     if spec.kind == "names":
         if not isinstance(raw, list):
@@ -263,6 +274,32 @@ def _coerce(raw, spec, where, problems):
             ops.append(cleaned)
         return ops
     raise ValueError(f"unknown field kind {spec.kind!r}")
+
+
+def json_problem(value):
+    """Return what makes ``value`` too large a JSON value to store (" holds…", after where it is), or ""; checked
+    without recursion, so nesting costs nothing before it is refused."""
+    stack = [(value, 0, "")]
+    while stack:
+        item, depth, where = stack.pop()
+        if isinstance(item, str):
+            if len(item) > MAX_JSON_TEXT:
+                return f"{where} holds text of {len(item):,} characters; at most {MAX_JSON_TEXT:,} fit there"
+        elif isinstance(item, (dict, list)):
+            if depth >= MAX_JSON_DEPTH:
+                return f"{where} is nested more than {MAX_JSON_DEPTH} levels deep"
+            if len(item) > MAX_JSON_ITEMS:
+                return f"{where} holds {len(item):,} entries; at most {MAX_JSON_ITEMS:,} fit there"
+            pairs = item.items() if isinstance(item, dict) else enumerate(item)
+            for key, child in pairs:
+                if isinstance(key, str) and len(key) > MAX_NAME:
+                    return f"{where} has a field name of {len(key):,} characters"
+                stack.append((child, depth + 1, f"{where}.{key}" if isinstance(key, str) else f"{where}[{key}]"))
+        elif isinstance(item, float) and not math.isfinite(item):
+            return f"{where} holds a number that is not finite"
+        elif isinstance(item, int) and not isinstance(item, bool) and abs(item) >= 10 ** 18:
+            return f"{where} holds a number of more than 18 digits"
+    return ""
 
 
 def schema(name, source=CORRECTION):

@@ -160,6 +160,7 @@ def read(data):
                 refuse(f"The bundle's {name} section has a table “{table[:60]}” that is not part of the format.")
     listed = {table.name: sections.get(table.section, {}).get(table.name, []) for table in rows.TABLES}
     sizes = {name: len(value) if isinstance(value, list) else 0 for name, value in listed.items()}
+    rows.check_sizes(sizes)
     campaign = rows.check_campaign(sections.get("campaigns", {}).get("campaign"), sizes)
     _check_campaign_form(campaign)
     tables = {table.name: rows.check_table(table, listed[table.name], sizes) for table in rows.TABLES}

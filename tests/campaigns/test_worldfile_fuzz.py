@@ -107,8 +107,8 @@ def test_the_probes_shapes_are_refused_naming_the_reason(case):
         data = json.dumps({**base, "facts": "@"}).replace('"@"', nested).encode()
         words = "nested more than"
     else:
-        base["items"] = [{"id": "box-0", "name": "Box 0", "holder": "Hall", "container": True}] + [
-            {"id": f"box-{n}", "name": f"Box {n}", "holder": f"box-{n - 1}", "container": True} for n in range(1, 1200)]
+        base["items"] = [{"id": "box-0", "name": "Box 0", "holder": "Hall", "container": "open"}] + [
+            {"id": f"box-{n}", "name": f"Box {n}", "holder": f"box-{n - 1}", "container": "open"} for n in range(1, 1200)]
         data = json.dumps(base).encode()
         words = "containers down"
     with pytest.raises(worldfile.WorldRefused) as refused:

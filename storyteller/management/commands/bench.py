@@ -2532,6 +2532,13 @@ def _measure_author(rng, repeat):
     return results
 
 
+def _bench_limits(sizes, repeat):
+    """The largest accepted world file, bundle and dice check (issue 22: storyteller/diagnostics/limits.py)."""
+    from storyteller.diagnostics import limits
+
+    return limits.bench(sizes, repeat)
+
+
 BENCHMARKS = {
     "turn": _bench_turn,
     "knowledge": _bench_knowledge,
@@ -2547,6 +2554,7 @@ BENCHMARKS = {
     "rules": _bench_rules,
     "minds": _bench_minds,
     "voices": _bench_voices,
+    "limits": _bench_limits,
 }
 # Run only when named: minutes of the built-in model, not milliseconds of the app.
 SLOW = {"recording"}
