@@ -87,7 +87,7 @@ def unzip(stream, size, limits, wanted=lambda name: True):
             total, parts = 0, []
             for info in members:
                 if info.flag_bits & 0x1:
-                    refuse(f"This zip is encrypted; make it again without a password.")
+                    refuse("This zip is encrypted; make it again without a password.")
                 if info.compress_type not in (zipfile.ZIP_STORED, zipfile.ZIP_DEFLATED):
                     refuse("This zip uses a compression method Storyteller does not read; it reads deflate (what "
                            "every zip tool writes by default) and uncompressed zips.")

@@ -8,14 +8,16 @@ the calendar, routines, engagements, intents, variables, dice checks and
 triggers), and lore, which is checked for shape and stored as it is for the
 part of the engine that reads it. docs/world-files.md is the format.
 
-``build`` turns a document into typed events — the same events the recorder
-and a person's corrections use — so a world means exactly what those events
-mean; ``check`` validates them in order on the new campaign's empty state and
-lints the result; ``create_campaign`` refuses a file with any problem (every
-reason at once, nothing stored) and otherwise writes the campaign, its
-opening and its world in one transaction, at the opening node (depth 0), so
-the world belongs to every line of the story. ``export`` writes a state back
-as a world file.
+``read`` reads the bytes through the bounded reader bundles use
+(``uploads``). ``build`` turns a document into typed events — the same
+events the recorder and a person's corrections use — so a world means
+exactly what those events mean; ``check`` validates them in order on the new
+campaign's empty state and lints the result; ``prepare`` refuses a file with
+any problem (every reason at once, nothing stored), and ``Prepared.write``
+writes the campaign, its opening and its world at the opening node (depth
+0), so the world belongs to every line of the story: staged, in short
+transactions (``staging``), published once whole. ``create_campaign`` is the
+two. ``export`` writes a state back as a world file.
 """
 
 import copy
@@ -25,7 +27,6 @@ from datetime import datetime, timezone
 from pathlib import PurePosixPath
 
 from django.core.exceptions import ValidationError
-from django.db import transaction
 
 from storyteller import tokens
 
@@ -52,7 +53,7 @@ MAX_DEPTH = 24
 LIMITS = uploads.Limits("world file", MAX_BYTES, max_members=MAX_FILES, max_depth=MAX_DEPTH)
 # What one world file may hold, section by section; each is named in the refusal and in the README's limits.
 # The largest accepted file (every section at its limit) imports in seconds in under 300 MiB, and no write
-# transaction of it holds SQLite's lock for 200 ms (bench "world files"; a 20,000-place file took 89 s).
+# transaction of it holds SQLite's lock for 200 ms (bench "limits"; a 20,000-place file took 89 s).
 MAX_ENTRIES = {"places": 2_000, "exits": 8_000, "items": 4_000, "characters": 500, "factions": 200, "facts": 2_000,
                "slots": 50, "dice": 200, "routines": 500, "engagements": 1_000, "intents": 1_000, "triggers": 500,
                "lore": 2_000, "variables": 60}
@@ -861,14 +862,6 @@ def _renumber_canon(outcomes, ids):
                 change["slot"] = f"canon:{pk}"
                 if "subject" in change:
                     change["subject"] = str(pk)
-
-
-def write(campaign, events):
-    """Apply a world's events at the campaign's opening node (source ``world``); return the stored events."""
-    from .state import apply_events
-
-    opening = Node.objects.get(campaign=campaign, branch_id=campaign.head_branch_id, depth=0)
-    return apply_events(opening, events, source=StateEvent.Source.WORLD)
 
 
 def lint_campaign(campaign):

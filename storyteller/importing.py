@@ -27,6 +27,8 @@ from dataclasses import dataclass, field
 
 from django.db import connections
 
+from campaigns import staging
+
 logger = logging.getLogger(__name__)
 
 MAX_WAITING = 4
@@ -91,6 +93,7 @@ def start(owner, what, total, write):
     def job():
         global _pending
         try:
+            staging.sweep()  # what an import a restart cut short left staged
             progress.campaign = write(progress.add).pk
         except Exception as error:  # written out in words on the page; the log has the traceback
             logger.exception("An import failed while it was written")

@@ -229,3 +229,27 @@ def test_a_calendar_range_is_read_without_recursing_whatever_its_length():
         calendar.parse_rule("1 march to " * 18)
     with pytest.raises(Refused, match="15,000 characters long"):
         calendar.parse_rule("a to " * 3000)
+
+
+def test_a_staged_campaign_an_import_left_behind_is_swept_and_a_running_ones_is_not(owner):
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    left = Campaign.objects.create(owner=owner, title="Left", protagonist="Edrin", opening="Rain.", staged=True)
+    running = Campaign.objects.create(owner=owner, title="Running", protagonist="Edrin", opening="Rain.", staged=True)
+    Campaign.every.filter(pk=left.pk).update(created_at=timezone.now() - timedelta(hours=2))
+    staging.sweep()
+    assert list(Campaign.every.values_list("title", flat=True)) == ["Running"]
+    assert not Campaign.objects.filter(pk=running.pk).exists()
+
+
+def test_a_statement_kept_waiting_a_second_is_logged(db, caplog):
+    from django.db import connection
+
+    connection.ensure_connection()
+    connection.connection.create_function("wait_a_second", 0, lambda: time.sleep(1.05))
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT wait_a_second()")
+    assert any("the database kept a SELECT wait_a_second() waiting 1.1 s" in record.getMessage()
+               or "waiting 1.0 s" in record.getMessage() for record in caplog.records), caplog.text
