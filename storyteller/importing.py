@@ -70,6 +70,11 @@ class Progress:
         self.done = min(self.total, self.done + rows)
 
     @property
+    def counted(self):
+        """Return "1,050 of 72,026", how far it has come in words."""
+        return f"{self.done:,} of {self.total:,}"
+
+    @property
     def percent(self):
         return 100 if not self.total else int(100 * self.done / self.total)
 

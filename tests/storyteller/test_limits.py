@@ -95,7 +95,7 @@ def test_the_progress_page_counts_the_rows_then_opens_the_campaign(client, owner
     token = importing.start(owner, "the world of “Written”", 10, write)
     client.force_login(owner)
     page = client.get(reverse("import_progress", args=[token]), HTTP_HX_REQUEST="true").content.decode()
-    assert "4 of 10 records written (40 %)" in page and 'hx-trigger="every 1s"' in page
+    assert "4 of 10 records written (40%)" in page and 'hx-trigger="every 1s"' in page
     gate.set()
     importing.progress_of(token, owner).finished.wait(10)
     answer = client.get(reverse("import_progress", args=[token]), HTTP_HX_REQUEST="true")
