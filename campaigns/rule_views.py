@@ -154,11 +154,6 @@ rolls_panel = _panel_view("rolls")
 triggers_panel = _panel_view("triggers")
 
 
-# The JSON a rules form may post in one field: a world file's worth of triggers is far less.
-MAX_JSON_BYTES = 256 * 1024
-JSON_LIMITS = uploads.Limits("rule", MAX_JSON_BYTES, max_depth=24)
-
-
 class RuleCorrectionForm(CorrectionForm):
     """A correction from a rules panel: ``data`` fields of kind json are posted as JSON text (read by the bounded
     reader imports use), names comma separated (split by ``CorrectionForm``)."""
@@ -168,11 +163,11 @@ class RuleCorrectionForm(CorrectionForm):
         fields = TYPES[event["type"]].fields
         for name, value in list(event["data"].items()):
             if fields[name].kind == "json":
-                if len(value.encode()) > MAX_JSON_BYTES:
+                if len(value.encode()) > uploads.FIELD.max_bytes:
                     raise ValueError(f"{name} is {len(value.encode()):,} bytes of JSON; a rule may be at most "
-                                     f"{MAX_JSON_BYTES:,}")
+                                     f"{uploads.FIELD.max_bytes:,}")
                 try:
-                    event["data"][name] = uploads.parse(value, JSON_LIMITS, name)
+                    event["data"][name] = uploads.parse(value, uploads.FIELD, name)
                 except uploads.UploadRefused as refusal:
                     raise ValueError(f"{str(refusal).rstrip('.')}; correct it and send again") from None
         return event

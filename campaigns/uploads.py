@@ -65,6 +65,11 @@ class Limits:
         return max(64 * 1024, self.max_members * DIRECTORY_BYTES_PER_MEMBER)
 
 
+# JSON typed into a form (a rule on a panel, an event's data in the admin): a world file's worth of triggers is
+# far less.
+FIELD = Limits("JSON field", 256 * 1024, max_depth=24)
+
+
 def refuse(reason):
     raise UploadRefused(reason)
 
