@@ -37,6 +37,7 @@ BUSY = (f"{MAX_WAITING} imports or exports are already running or waiting, so no
 
 _worker = ThreadPoolExecutor(max_workers=1, thread_name_prefix="storyteller-import")
 _pending = 0
+_counting = threading.Lock()  # the event loop and the import thread both count
 
 
 def full():
@@ -46,12 +47,17 @@ def full():
 
 async def run(function, *args):
     """Run ``function(*args)`` on the import thread; return what it returns, raise what it raises."""
-    global _pending
-    _pending += 1
+    _count(1)
     try:
         return await asyncio.get_running_loop().run_in_executor(_worker, functools.partial(_call, function, *args))
     finally:
-        _pending -= 1
+        _count(-1)
+
+
+def _count(change):
+    global _pending
+    with _counting:
+        _pending += change
 
 
 @dataclass
@@ -79,7 +85,7 @@ class Progress:
         return 100 if not self.total else int(100 * self.done / self.total)
 
 
-# Kept for the progress pages of this process's imports (a finished one is looked at once, then forgotten).
+# The progress pages of this process's imports: those still writing, and the newest fifty finished.
 _progress: dict[str, Progress] = {}
 PROGRESS_KEPT = 50
 
@@ -87,16 +93,14 @@ PROGRESS_KEPT = 50
 def start(owner, what, total, write):
     """Queue ``write(progress.add)`` (it returns the campaign it made) on the import thread; return the token of
     its progress page. Call from the import thread (a check that just passed) or with ``full()`` checked."""
-    global _pending
     token = secrets.token_urlsafe(16)
     progress = Progress(owner.pk, what, total)
     _progress[token] = progress
     for old in [key for key, kept in _progress.items() if kept.finished.is_set()][:-PROGRESS_KEPT]:
         _progress.pop(old, None)
-    _pending += 1
+    _count(1)
 
     def job():
-        global _pending
         try:
             staging.sweep()  # what an import a restart cut short left staged
             progress.campaign = write(progress.add).pk
@@ -104,7 +108,7 @@ def start(owner, what, total, write):
             logger.exception("An import failed while it was written")
             progress.error = str(error)[:500] or type(error).__name__
         finally:
-            _pending -= 1
+            _count(-1)
             progress.finished.set()
 
     _worker.submit(_call, job)
