@@ -1,7 +1,7 @@
 from django import forms
 
 from . import worldfile
-from .models import Campaign, CanonRule, Node
+from .models import PORTRAIT_BYTES, AuthorNote, Campaign, CanonRule, Node, Persona
 from .state import calendar, clock
 from .state.rules import Refused
 from .state.events import CORRECTION_TYPES, MAX_TEXT
@@ -22,7 +22,7 @@ class CampaignForm(forms.ModelForm):
     class Meta:
         model = Campaign
         fields = [
-            "title", "genre", "protagonist", "opening",
+            "title", "genre", "protagonist", "persona", "opening",
             "point_of_view", "prose_length", "dialogue_density", "descriptive_richness", "violence_level",
             "pacing", "style_notes", "narrator_rules",
             "context_token_budget", "max_output_tokens", "temperature",
@@ -40,9 +40,13 @@ class CampaignForm(forms.ModelForm):
     # Characters' recall: a form that leaves one out keeps the campaign's value (the seed's default when new).
     RECALL_NUMBERS = ("memory_recall", "memory_over_retrieve", "memory_diversity", "memory_associate")
 
-    def __init__(self, *args, window=None, model="", **kwargs):
-        """`window`: what the narrator `model` can read at once, if its server says; a new budget starts there."""
+    def __init__(self, *args, window=None, model="", owner=None, **kwargs):
+        """`window`: what the narrator `model` can read at once, if its server says; a new budget starts there.
+        `owner`: whose personas a new campaign may play as (an existing one's owner otherwise)."""
         super().__init__(*args, **kwargs)
+        owner = owner or (self.instance.owner if self.instance.owner_id else None)
+        self.fields["persona"].queryset = Persona.objects.filter(owner=owner) if owner else Persona.objects.none()
+        self.fields["persona"].empty_label = "(nobody in particular: the protagonist above)"
         for name in self.RECALL_NUMBERS:
             self.fields[name].required = False
         field = self.fields["context_token_budget"]
@@ -282,3 +286,80 @@ class CorrectionForm(forms.Form):
                 if TYPES[event["type"]].fields[name].kind == "names":  # a list, typed as "Mara, Edrin"
                     data[name] = [part.strip() for part in data[name].split(",") if part.strip()]
         return {**event, "data": data}
+
+
+class AuthorNoteForm(forms.ModelForm):
+    """The author's note of the campaign, or of the branch the story is on (``branch_only``)."""
+
+    branch_only = forms.BooleanField(required=False, label="Only on this branch of the story")
+
+    class Meta:
+        model = AuthorNote
+        fields = ["text", "depth", "interval", "role"]
+        labels = {"text": "Author's note", "depth": "How far from the end", "interval": "How often",
+                  "role": "Read as"}
+        widgets = {"text": forms.Textarea(attrs={"rows": 3, "placeholder": "e.g. Keep the mood tense; Mara is "
+                                                                            "hiding something."})}
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        for name in ("depth", "interval"):
+            message = AuthorNote._meta.get_field(name).validators[0].message
+            self.fields[name].error_messages.update(min_value=message, max_value=message, invalid=message)
+
+    def clean(self):
+        cleaned = super().clean()
+        if cleaned.get("depth") == 0 and cleaned.get("role") == AuthorNote.Role.ASSISTANT:
+            self.add_error("depth", "A note in the narrator's own voice after your action would be read as the start "
+                                    "of its reply: set how far from the end to 1 or more, or choose another voice.")
+        return cleaned
+
+
+# What a portrait may be: its first bytes name the format (a browser's file type can be anything). Never SVG: it
+# can carry script.
+PORTRAIT_SIGNATURES = {b"\x89PNG\r\n\x1a\n": "image/png", b"\xff\xd8\xff": "image/jpeg", b"GIF87a": "image/gif",
+                       b"GIF89a": "image/gif"}
+
+
+class PersonaForm(forms.ModelForm):
+    """A persona: its name, description and, optionally, a portrait (a small PNG, JPEG, WebP or GIF)."""
+
+    portrait_file = forms.FileField(required=False, label="Portrait (optional)",
+                                    help_text=f"A PNG, JPEG, WebP or GIF of at most {PORTRAIT_BYTES // 1024} KB.")
+    remove_portrait = forms.BooleanField(required=False, label="Remove the portrait")
+
+    class Meta:
+        model = Persona
+        fields = ["name", "description"]
+        widgets = {"description": forms.Textarea(attrs={"rows": 4})}
+
+    def clean_portrait_file(self):
+        upload = self.cleaned_data.get("portrait_file")
+        if upload is None:
+            return None
+        if upload.size > PORTRAIT_BYTES:
+            raise forms.ValidationError(f"The picture is {upload.size // 1024:,} KB; a portrait may be at most "
+                                        f"{PORTRAIT_BYTES // 1024} KB. Choose a smaller one; nothing was saved.")
+        data = upload.read()
+        kind = portrait_type(data)
+        if kind is None:
+            raise forms.ValidationError("That file is not a PNG, JPEG, WebP or GIF picture; choose one of those. "
+                                        "Nothing was saved.")
+        return data, kind
+
+    def save(self, commit=True):
+        persona = super().save(commit=False)
+        if self.cleaned_data.get("remove_portrait"):
+            persona.portrait, persona.portrait_type = b"", ""
+        elif self.cleaned_data.get("portrait_file"):
+            persona.portrait, persona.portrait_type = self.cleaned_data["portrait_file"]
+        if commit:
+            persona.save()
+        return persona
+
+
+def portrait_type(data):
+    """Return the picture type ``data`` begins as, or None when it is not a picture a portrait may be."""
+    if data[:4] == b"RIFF" and data[8:12] == b"WEBP":
+        return "image/webp"
+    return next((kind for signature, kind in PORTRAIT_SIGNATURES.items() if data.startswith(signature)), None)

@@ -106,7 +106,7 @@ def _branch_table(campaign_id):
 
 @dataclass(frozen=True)
 class Versions:
-    """Where a reply stands among the versions of it (Retry writes a sibling under the same player action)."""
+    """Where a reply or an action stands among the versions of it (Retry, Continue and Edit write siblings)."""
 
     position: int  # 1 for the first version written
     count: int
@@ -115,21 +115,22 @@ class Versions:
 
 
 def versions(campaign_id, nodes):
-    """Return ``{node id: Versions}`` for the replies among ``nodes`` that have more than one version."""
-    depths = {node.depth for node in nodes if node.role == Node.Role.NARRATOR}
+    """Return ``{node id: Versions}`` for the replies and actions among ``nodes`` that have more than one version."""
+    depths = {node.depth for node in nodes if node.role != Node.Role.OPENING}
     if not depths:
         return {}
-    replies = (Node.objects.filter(campaign_id=campaign_id, role=Node.Role.NARRATOR, depth__in=depths)
+    replies = (Node.objects.filter(campaign_id=campaign_id, depth__in=depths).exclude(role=Node.Role.OPENING)
                .order_by("pk").values_list("pk", "branch_id", "depth"))
     return group_versions(_branch_table(campaign_id), replies, {node.pk for node in nodes})
 
 
 def group_versions(branches, replies, wanted):
-    """Group ``replies`` ((id, branch, depth), oldest first) by the player action they answer; return the wanted.
+    """Group ``replies`` ((id, branch, depth), oldest first) by the node they follow; return the wanted.
 
-    Two replies at depth ``d`` are versions of each other when the same
+    Two nodes at depth ``d`` are versions of each other when the same
     branch owns depth ``d - 1`` on both their lines: that branch holds
-    exactly one node there, the player action they both answer.
+    exactly one node there, the player action two replies answer (or the
+    reply two edited actions follow).
     """
     groups = {}
     for pk, branch_id, depth in replies:

@@ -33,12 +33,46 @@ MAX_CHARACTERS = 8
 MAX_OFFSTAGE = 4
 MAX_AUTHORING = 5
 MAX_CONSOLIDATE_AFTER = 50
+# The author's note (issue 26): a short direction, as SillyTavern's; deeper than this it is no longer near the end.
+NOTE_CHARS = 1_000
+MAX_NOTE_DEPTH = 50
+MAX_NOTE_INTERVAL = 100
 
 
 def _limit(what, low, high, why):
     """Return the validators of a limit on voices, refusing with what it is for and the values it may take."""
     message = f"{what} may be {low} to {high}; choose a number in that range ({why})."
     return [MinValueValidator(low, message), MaxValueValidator(high, message)]
+
+
+PERSONA_CHARS = 2_000  # a persona's description sits in the stable prefix of every prompt, as style notes do
+PORTRAIT_BYTES = 512 * 1024  # a portrait is a small picture beside a name, kept in the database
+PORTRAIT_TYPES = ("image/png", "image/jpeg", "image/webp", "image/gif")
+
+
+class Persona(models.Model):
+    """Who a person plays as: a name, a description and, if they like, a portrait (SillyTavern's persona).
+
+    A campaign plays as one of its owner's personas. The name is what
+    ``{{user}}`` means in any text the narrator reads and what it calls the
+    player's character; the description sits in the prompt's stable prefix.
+    """
+
+    owner = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="personas")
+    name = models.CharField(max_length=100, help_text="What the story calls your character.")
+    description = models.TextField(blank=True, validators=[MaxLengthValidator(PERSONA_CHARS)],
+                                   help_text="Who they are: looks, manner, what they carry. The narrator reads it "
+                                             "in every turn of a campaign played as them.")
+    portrait = models.BinaryField(blank=True, default=b"", editable=False)
+    portrait_type = models.CharField(max_length=20, blank=True, editable=False)
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ["name", "id"]
+
+    def __str__(self):
+        return self.name
 
 
 class WholeCampaigns(models.Manager):
@@ -72,6 +106,9 @@ class Campaign(models.Model):
     title = models.CharField(max_length=200)
     genre = models.CharField(max_length=100, blank=True)
     protagonist = models.CharField(max_length=200, help_text="Who the player is, in a line or two.")
+    persona = models.ForeignKey(Persona, null=True, blank=True, on_delete=models.SET_NULL, related_name="campaigns",
+                                help_text="Who you play as: its name is what {{user}} means and what the narrator "
+                                          "calls your character.")
     opening = models.TextField(help_text="The scene the story starts from.",
                                validators=[MaxLengthValidator(OPENING_CHARS)])
 
@@ -226,6 +263,45 @@ class Branch(models.Model):
         return f"branch {self.pk} of {self.campaign_id}"
 
 
+class AuthorNote(models.Model):
+    """The author's note: a short direction put into the prompt ``depth`` messages from its end every ``interval``
+    turns, in the voice the person chose (SillyTavern's note_prompt, note_depth, note_interval and note_role).
+
+    A campaign has one (``branch`` empty), and a branch may have its own,
+    which holds on that branch and every branch grown from it
+    (``campaigns.notes``). An empty text is no note: on a branch, the
+    campaign's note is off there.
+    """
+
+    class Role(models.TextChoices):
+        SYSTEM = "system", "As an instruction to the narrator"
+        USER = "user", "In your own voice (as the player)"
+        ASSISTANT = "assistant", "As the narrator's own note"
+
+    campaign = models.ForeignKey(Campaign, on_delete=models.CASCADE, related_name="author_notes")
+    branch = models.ForeignKey(Branch, null=True, blank=True, on_delete=models.CASCADE, related_name="+")
+    text = models.TextField(blank=True, validators=[MaxLengthValidator(NOTE_CHARS)])
+    depth = models.PositiveSmallIntegerField(
+        default=1, validators=_limit("The note's depth", 0, MAX_NOTE_DEPTH, "how many messages from the end"),
+        help_text="How far from the end of the prompt: 0 after your action, 1 just before it, 2 before the "
+                  "narrator's last reply, and so on.")
+    interval = models.PositiveSmallIntegerField(
+        default=1, validators=_limit("How often the note is given", 0, MAX_NOTE_INTERVAL, "0 turns it off"),
+        help_text="Every how many turns: 1 every turn, 3 every third turn, 0 never.")
+    role = models.CharField(max_length=10, choices=Role.choices, default=Role.SYSTEM)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["campaign", "branch"], name="one_note_per_branch"),
+            models.UniqueConstraint(fields=["campaign"], condition=models.Q(branch__isnull=True),
+                                    name="one_note_per_campaign"),
+        ]
+
+    def __str__(self):
+        return f"author's note of {self.campaign_id}" + (f" on branch {self.branch_id}" if self.branch_id else "")
+
+
 class Node(models.Model):
     class Role(models.TextChoices):
         OPENING = "opening", "Opening"
@@ -248,6 +324,9 @@ class Node(models.Model):
     text = models.TextField(blank=True, validators=[MaxLengthValidator(NODE_CHARS)])
     direction = models.TextField(blank=True, help_text="One-turn out-of-character direction (seed 000 §48).",
                                  validators=[MaxLengthValidator(DIRECTION_CHARS)])
+    # A reasoning model's thinking before this reply: kept beside it, never part of it (never in history, the
+    # recorder's input, ``tokens`` or the text an export carries as the story).
+    thinking = models.TextField(blank=True, validators=[MaxLengthValidator(NODE_CHARS)])
     # Counted once at commit so a context build never re-tokenises history.
     tokens = models.PositiveIntegerField(default=0)
     # The sum of ``tokens`` from the opening through this node along its own

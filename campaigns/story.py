@@ -50,6 +50,7 @@ class Reply:
     eval_count: int | None = None
     done_reason: str = ""
     duration_ms: int | None = None
+    thinking: str = ""  # a reasoning model's thinking before the reply, kept beside it
 
 
 def start_campaign(campaign):
@@ -72,14 +73,16 @@ def start_campaign(campaign):
     return campaign
 
 
-def commit_turn(campaign_id, expected_head, action, reply):
+def commit_turn(campaign_id, expected_head, action, reply, *, after=None):
     """Write a player action and its reply after the head, or refuse if the head moved.
 
     Acting anywhere but the tip of the head branch (after an undo) opens a new
     branch at the head, so the undone future stays reachable through redo's
-    old branch and the branches view.
+    old branch and the branches view. ``after``, a depth before the head's,
+    plays the turn from there instead (an edited action: a new version of the
+    action at ``after + 1``, on a branch of its own; the old line stays).
     """
-    branch_id, depth = expected_head
+    branch_id, depth = expected_head[0], expected_head[1] if after is None else after
     with transaction.atomic():
         through = _tokens_through(campaign_id, branch_id, depth)
         deepest = lineage.tip_depth_of(branch_id)
@@ -114,6 +117,31 @@ def commit_retry(campaign_id, expected_head, reply):
     return node
 
 
+def commit_edit(campaign_id, expected_head, node, text, tokens, report):
+    """Write ``text`` as a new version of reply ``node`` (a sibling on a branch of its own) and show it.
+
+    Never an overwrite: the old version stays one flip away. A reply before
+    the head's is a branch from there: the head moves to the new version,
+    and the turns after the old one stay on their branch. ``report`` is the
+    new version's snapshot (what the narrator was told for the text it
+    edits). Refuses (StoryMovedOn) if the head moved meanwhile.
+    """
+    head_branch_id, _ = expected_head
+    with transaction.atomic():
+        if not lineage.path_at(campaign_id, *expected_head).contains(node.branch_id, node.depth):
+            raise StoryMovedOn()
+        through = _tokens_through(campaign_id, head_branch_id, node.depth - 1)
+        branch_id = Branch.objects.create(campaign_id=campaign_id, parent_id=head_branch_id,
+                                          fork_depth=node.depth - 1).pk
+        snapshot = node.snapshot
+        edited = _write_reply(campaign_id, branch_id, node.depth, Reply(
+            text=text, tokens=tokens, report=report, model=snapshot.model, api=snapshot.api,
+            prompt_eval_count=snapshot.prompt_eval_count, eval_count=snapshot.eval_count,
+            done_reason=snapshot.done_reason, duration_ms=snapshot.duration_ms, thinking=node.thinking), through)
+        _advance_head(campaign_id, expected_head, branch_id, node.depth)
+    return edited
+
+
 def _tokens_through(campaign_id, head_branch_id, depth):
     """Return the running token total, at ``depth``, of the line ending at the head."""
     path = lineage.path_at(campaign_id, head_branch_id, depth)
@@ -127,6 +155,7 @@ def _write_reply(campaign_id, branch_id, depth, reply, parent_through):
         depth=depth,
         role=Node.Role.NARRATOR,
         text=reply.text,
+        thinking=reply.thinking,
         tokens=reply.tokens,
         tokens_through=parent_through + reply.tokens,
     )
@@ -204,7 +233,8 @@ def switch_branch(campaign, branch):
 
 
 def show_version(campaign, reply):
-    """Move the head to ``reply``, another version of a reply on the line; return False when it is already shown.
+    """Move the head to ``reply``, another version of a reply or an action on the line; return False when it is
+    already shown.
 
     When the head is at that depth it moves to the version itself, so the
     story reads the same up to it and Redo still reaches anything played

@@ -1,6 +1,6 @@
 from django.urls import path
 
-from . import rule_views, views
+from . import note_views, rule_views, views, voice_views
 
 urlpatterns = [
     path("", views.state_panel, name="state_panel"),
@@ -15,4 +15,7 @@ urlpatterns = [
     path("rolls/", rule_views.rolls_panel, name="rolls_panel"),
     path("triggers/", rule_views.triggers_panel, name="triggers_panel"),
     path("rules/<str:panel>/correct/", rule_views.rules_correct, name="rules_correct"),
+    path("note/", note_views.note_panel, name="note_panel"),
+    path("note/save/", note_views.note_save, name="note_save"),
+    path("voices/", voice_views.voices_panel, name="voices_panel"),
 ]

@@ -25,18 +25,23 @@ from campaigns import lineage
 from campaigns.forms import ActionForm
 from campaigns.models import Campaign, Node
 
-from . import turns, warming
+from . import editing, postturn, turns, warming
 from .context import Action
-from .views import controls_context, mark_rounds, mark_versions
+from .views import STORY_WINDOW, controls_context, mark_rounds, mark_versions
 
 logger = logging.getLogger(__name__)
 
 CHUNK_FRAGMENT = '<span id="pending-text" hx-swap-oob="beforeend">{}</span>'
+THINKING_FRAGMENT = '<div id="pending-thinking-text" hx-swap-oob="beforeend">{}</div>'
+# The text streamed so far was thinking (a lone closing tag ended it): it leaves the reply for the thinking box.
+TAKEN_BACK_FRAGMENT = '<span id="pending-text" hx-swap-oob="innerHTML"></span>'
+# A draft of the player's next move, on its way into the action box (play.js moves it there).
+DRAFT_FRAGMENT = '<span id="draft-stream" hx-swap-oob="beforeend">{}</span>'
 VOICES_FRAGMENT = '<div id="pending-voices" hx-swap-oob="beforeend">{}</div>'
 NOTICE_FRAGMENT = '<div id="turn-notice" class="notice" role="status" hx-swap-oob="true">{}</div>'
 
 # The form fields a message may carry; each, when present, must be a string.
-FIELDS = ("action", "mode", "text", "direction")
+FIELDS = ("action", "mode", "text", "direction", "node")
 
 MALFORMED = ("The app could not read that message (it was not a JSON object of form fields), so nothing was sent "
              "to the narrator. Reload the page and try again.")
@@ -47,6 +52,9 @@ UNKNOWN = "The app does not know that request, so nothing was done. Reload the p
 STOPPED = "Stopped. Nothing was saved."
 UNEXPECTED = ("The turn failed unexpectedly ({error}). The story has been read again and shows what was saved, and "
               "anything you typed is back in the box. Try again; if this keeps happening, the app's console says more.")
+EDITED = "Saved as a new version (‹ flips back to the old one)."
+DRAFTED = "A draft of your next move is in the box: change it as you like, and send it when it is right."
+DRAFT_STOPPED = "Stopped: what was drafted is in the box; nothing was sent."
 UNSHOWN = ("The reply was saved, but the page could not show it ({error}); the story has been read again. "
            "If this keeps happening, the app's console says more.")
 # Daphne refuses a websocket frame over 1 MiB; the end of a turn carries its new nodes only while it stays well
@@ -56,6 +64,7 @@ MAX_FRAME_BYTES = 512 * 1024
 
 class PlayConsumer(AsyncJsonWebsocketConsumer):
     turn = None
+    stopping = None  # set by Stop when the turn keeps what it wrote (a continuation); None: Stop cancels
     group = None
     closed = False
 
@@ -93,33 +102,101 @@ class PlayConsumer(AsyncJsonWebsocketConsumer):
     async def receive_json(self, content, **kwargs):
         kind = content.get("action", "turn")
         if kind == "stop":
-            if self._busy():
-                self.turn.cancel()
-            return
-        if self._busy():
+            self._stop()
+        elif self._busy():
             await self._refuse(BUSY)
-            return
-        if kind not in ("turn", "retry"):
+        elif kind in ("turn", "edit"):
+            await self._act(content, kind)
+        elif kind == "retry":
+            self._start(self._play(None, retry=True))
+        elif kind == "continue":
+            self._start(self._continue(), stop_keeps=True)
+        elif kind == "impersonate":
+            self._start(self._impersonate(), stop_keeps=True)
+        elif kind == "edit-reply":
+            await self._edit_reply(_node_id(content), content.get("text", ""))
+        else:
             await self._refuse(UNKNOWN)
-            return
-        action = None
-        if kind == "turn":
-            form = ActionForm(content)
-            if not form.is_valid():
-                await self._refuse(" ".join(m for ms in form.errors.values() for m in ms))
-                return
-            action = Action(**form.cleaned_data)
-        self.turn = asyncio.create_task(self._play(action, retry=kind == "retry"))
 
-    async def _play(self, action, retry):
-        """Play one turn; every way it can end sends the end of the turn to the page."""
-        turn = _Turn(action, retry)
+    async def _act(self, content, kind):
+        """Play the action a message carries; an edited one (``kind`` "edit") as a new version of the one it names."""
+        form = ActionForm(content)
+        edit_of = _node_id(content) if kind == "edit" else None
+        if not form.is_valid() or (kind == "edit" and edit_of is None):
+            await self._refuse(" ".join(m for ms in form.errors.values() for m in ms) or UNKNOWN)
+            return
+        self._start(self._play(Action(**form.cleaned_data), retry=False, edit_of=edit_of))
+
+    def _start(self, work, *, stop_keeps=False):
+        """Run one turn's ``work`` as the socket's task; with ``stop_keeps``, Stop ends it keeping what it wrote."""
+        self.stopping = asyncio.Event() if stop_keeps else None
+        self.turn = asyncio.create_task(work)
+
+    def _stop(self):
+        if not self._busy():
+            return
+        if self.stopping is not None:
+            self.stopping.set()
+        else:
+            self.turn.cancel()
+
+    async def _play(self, action, retry, edit_of=None):
+        await self._run(_Turn(action, retry, edit_of=edit_of), lambda: turns.play_turn(
+            self.campaign_id, action, self._relay, retry=retry, notify=self._notify, on_voice=self._voice,
+            think=self._think, edit_of=edit_of))
+
+    async def _continue(self):
+        """Lengthen the head's reply in place, streamed onto its card; Stop keeps what the narrator had written."""
+        await self._run(_Turn(None, retry=False, continuing=True), lambda: turns.continue_reply(
+            self.campaign_id, self._relay, stopped=self.stopping, notify=self._notify, think=self._think))
+
+    async def _impersonate(self):
+        """Draft the player character's next move into the action box; nothing is sent or saved."""
         try:
-            start, turn.replaced = await _render_start(self.campaign_id, action, retry)
+            await self.send(text_data=await _render_draft(self.campaign_id, "start"))
+            draft = await turns.draft_action(self.campaign_id, self._draft, stopped=self.stopping,
+                                             notify=self._notify)
+        except turns.TurnFailed as error:
+            await self._end_draft(error=str(error))
+            return
+        except asyncio.CancelledError:
+            if not self.closed:
+                await self._end_draft(notice=DRAFT_STOPPED)
+            raise
+        except Exception as error:
+            logger.exception("A draft failed unexpectedly in campaign %s", self.campaign_id)
+            await self._end_draft(error=UNEXPECTED.format(error=_name(error)))
+            return
+        await self._end_draft(notice=DRAFT_STOPPED if self.stopping.is_set() or not draft else DRAFTED)
+
+    async def _draft(self, text):
+        await self.send(text_data=format_html(DRAFT_FRAGMENT, text))
+
+    async def _end_draft(self, *, error="", notice=""):
+        self.turn = None  # as at the end of a turn: the next message is not refused as "still being written"
+        await self.send(text_data=await _render_draft(self.campaign_id, "end", error=error, notice=notice))
+
+    async def _edit_reply(self, node_id, text):
+        """Save an edited reply as a new version and have the page read the story again; its steps run on it."""
+        try:
+            node = await database_sync_to_async(editing.edit_reply)(self.campaign_id, node_id, text)
+        except editing.EditRefused as refusal:
+            await self._refuse(str(refusal))
+            return
+        postturn.schedule(self.campaign_id, node.pk)
+        await self.send(text_data=await _render_edited(self.campaign_id))
+        await self.channel_layer.group_send(self.group, {"type": "story.changed", "sender": self.channel_name})
+
+    async def _run(self, turn, play):
+        """Run ``play()``, one turn; every way it can end sends the end of the turn to the page."""
+        try:
+            start, turn.replaced = await _render_start(self.campaign_id, turn)
             await self.send(text_data=start)
             turn.started = True
-            result = await turns.play_turn(self.campaign_id, action, self._relay, retry=retry, notify=self._notify,
-                                           on_voice=self._voice)
+            result = await play()
+        except turns.TurnStopped as stopped:
+            await self._end(turn, "stopped", notice=str(stopped))
+            return
         except turns.TurnFailed as error:
             await self._end(turn, "failed", error=str(error))
             return
@@ -162,6 +239,10 @@ class PlayConsumer(AsyncJsonWebsocketConsumer):
     async def _relay(self, text):
         await self.send(text_data=format_html(CHUNK_FRAGMENT, text))
 
+    async def _think(self, text, taken_back=False):
+        """Show a reasoning model's thinking in the reply's collapsed thinking box, apart from the reply."""
+        await self.send(text_data=(TAKEN_BACK_FRAGMENT if taken_back else "") + format_html(THINKING_FRAGMENT, text))
+
     async def _voice(self, kind, data):
         """Show a game-master round's boundary, or a character's lines, as they come (rendered, so escaped)."""
         if kind == "round":
@@ -195,13 +276,25 @@ class _Turn:
 
     action: Action | None
     retry: bool
+    continuing: bool = False  # Continue in place: the head's reply streams on, in its own card
+    edit_of: int | None = None  # an edited action: the id of the action it is a new version of
     started: bool = False  # the pending nodes are on the page
-    replaced: Node | None = None  # the reply a retry took off the page
+    replaced: Node | None = None  # the reply a retry (or a continuation) took off the page
+
+    @property
+    def replaces_reply(self):
+        return self.retry or self.continuing
 
 
 def _name(error):
     """Name an unexpected error briefly, for a person (the log has the traceback)."""
     return f"{type(error).__name__}: {error}"[:200]
+
+
+def _node_id(content):
+    """Return the node id an edit names, or None when it names none."""
+    value = content.get("node", "")
+    return int(value) if value.isdigit() and len(value) < 12 else None
 
 
 def _parse(text_data):
@@ -221,16 +314,23 @@ def _owns(user, campaign_id):
 
 
 @database_sync_to_async
-def _render_start(campaign_id, action, retry):
-    """Return the start of a turn (pending nodes, controls locked) and the reply a retry replaces."""
+def _render_start(campaign_id, turn):
+    """Return the start of a turn (pending nodes, controls locked) and the reply a retry or continuation replaces."""
     campaign = Campaign.objects.get(pk=campaign_id)
-    replaced = None
-    if retry:
-        replaced = lineage.path_of(campaign).nodes().filter(depth=campaign.head_depth).first()
+    path = lineage.path_of(campaign)
+    replaced, removed = None, []
+    if turn.replaces_reply:
+        replaced = path.nodes().filter(depth=campaign.head_depth).first()
+    if turn.edit_of is not None:
+        # The edited action and everything after it leave the page (they stay on their branch): the window's part.
+        edited = path.nodes().filter(pk=turn.edit_of).first()
+        removed = path.nodes().filter(depth__gte=edited.depth).order_by("-depth")[:STORY_WINDOW] if edited else []
     html = render_to_string("campaigns/_turn_start.html", {
         "campaign": campaign,
-        "action": action,
+        "action": turn.action,
         "replaced": replaced,
+        "removed": list(removed),
+        "continuing": replaced if turn.continuing else None,
     })
     return html, replaced
 
@@ -239,13 +339,15 @@ def _render_start(campaign_id, action, retry):
 def _render_end(campaign_id, turn, outcome, *, error="", notice="", result=None, refresh=False, nodes=True):
     """Render ``campaigns/_turn_end.html``: the new nodes (or the replaced reply back), controls and messages.
 
+    An edited action that did not commit has the page read the story again: what it took off comes back.
     Without ``nodes`` the pending ones are taken off and the page reads the story again instead.
     """
     campaign = Campaign.objects.get(pk=campaign_id)
+    refresh = refresh or (turn.edit_of is not None and turn.started and result is None)
     player = reply = None
     if nodes and result is not None:
         reply = Node.objects.get(pk=result.node_id)
-        if not turn.retry:
+        if not turn.replaces_reply:
             player = Node.objects.get(branch_id=reply.branch_id, depth=reply.depth - 1)
     elif nodes and turn.started and turn.replaced is not None:
         reply = turn.replaced  # a retry that did not commit: the reply it was to replace comes back
@@ -263,6 +365,22 @@ def _render_end(campaign_id, turn, outcome, *, error="", notice="", result=None,
         "turn_notice": notice,
         "refresh": refresh,
     })
+
+
+@database_sync_to_async
+def _render_draft(campaign_id, part, *, error="", notice=""):
+    """Render the start (controls locked) or the end (controls back, what happened) of drafting the next move."""
+    campaign = Campaign.objects.get(pk=campaign_id)
+    return render_to_string(f"campaigns/_draft_{part}.html", {
+        "campaign": campaign, **controls_context(campaign), "turn_error": error, "turn_notice": notice})
+
+
+@database_sync_to_async
+def _render_edited(campaign_id):
+    """Render the end of an edit: saved, and the page reads the story (and the panels) again."""
+    return render_to_string("campaigns/_turn_end.html", {
+        "campaign": Campaign.objects.get(pk=campaign_id), "outcome": "committed", "refresh": True,
+        "turn_notice": EDITED})
 
 
 def _render_fallback(campaign_id, outcome, error):

@@ -9,6 +9,7 @@ of a reply. The one write a turn may make first is the checkpoint it needs
 
 import asyncio
 import contextlib
+import difflib
 import time
 from dataclasses import dataclass
 
@@ -19,10 +20,11 @@ from campaigns import lineage, playing, story, storytime
 from campaigns.models import Campaign, Node
 from memory import bank, recall_index
 
-from . import compaction, context, llm, postturn, warming
+from . import compaction, context, llm, postturn, tokens, warming
 from .voices import gm
-from .llm import priority
+from .llm import priority, thinking
 from .context import Action
+from .context.budget import MESSAGE_OVERHEAD, REPLY_MARGIN
 
 
 class TurnFailed(Exception):
@@ -46,6 +48,7 @@ class _Prepared:
     narrator: object
     path: object = None  # the line the turn is played after (a retry's: capped before the replaced reply)
     started_ms: int = 0  # the wall clock when the turn started (a real story clock catches up with it, D7)
+    after: int | None = None  # an edited action's turn: the depth it is played after (None: the head)
 
 
 # What the person reads while the turn waits for a summary instead of the first words of the reply.
@@ -53,10 +56,17 @@ SUMMARISING = ("The story has outgrown the prompt: summarising its older passage
                "longer to start.")
 
 
-async def play_turn(campaign_id, action, relay, *, retry=False, notify=None, on_voice=None):
+async def play_turn(campaign_id, action, relay, *, retry=False, notify=None, on_voice=None, think=None,
+                    edit_of=None):
     """Play ``action`` (or retry the head's reply) and return the committed reply.
 
-    ``relay(text)`` is awaited for every chunk as it arrives; ``notify(message)``,
+    ``edit_of``, the id of a player action on the line, plays ``action`` as
+    a new version of it: the turn is played from before it, on a branch of
+    its own, and the old action and everything after it stay where they are.
+
+    ``relay(text)`` is awaited for every chunk as it arrives, and ``think(text,
+    taken_back)``, if given, for a reasoning model's thinking (``taken_back``:
+    the text relayed so far was thinking too); ``notify(message)``,
     if given, is awaited when the turn must wait for something first (a
     summary, background work letting go of the model). Post-turn work gives
     way while the turn plays (``llm.priority``). Cancelling the task that runs
@@ -67,21 +77,222 @@ async def play_turn(campaign_id, action, relay, *, retry=False, notify=None, on_
     each round begins and each character speaks. The narration streams as
     ever, and the rounds commit with the turn.
     """
-    async with priority.turn(notify):
+    async with _playing(campaign_id, notify):
         game_master = await database_sync_to_async(
             lambda: Campaign.objects.values_list("game_master", flat=True).get(pk=campaign_id))()
-        # Lorebooks do not change from the turn's first read to its commit (every voice reads the same lore), and
-        # the page knows a turn is playing (the last reply's "Meanwhile" card stays cleared until it ends).
+        return await _play(campaign_id, action, relay, retry, notify, think,
+                           on_voice=on_voice if game_master else None, voices=bool(game_master), edit_of=edit_of)
+
+
+@contextlib.asynccontextmanager
+async def _playing(campaign_id, notify):
+    """Hold what every turn holds while it plays: the model before background work (``llm.priority``), and the
+    campaign's lorebooks unchanged from the turn's first read to its commit (every voice reads the same lore; the
+    page knows a turn is playing: the last reply's "Meanwhile" card stays cleared until it ends)."""
+    async with priority.turn(notify):
         try:
             async with playing.turn(campaign_id):
-                return await _play(campaign_id, action, relay, retry, notify,
-                                   on_voice=on_voice if game_master else None, voices=bool(game_master))
+                yield
         except playing.TurnInProgress as error:
             raise TurnFailed(str(error)) from error
 
 
-async def _play(campaign_id, action, relay, retry, notify, *, on_voice=None, voices=False):
-    prepared = await _prepare_compacting(campaign_id, action, retry, notify)
+# A continuation needs at least this many tokens of room to be worth asking for.
+MIN_CONTINUATION = 16
+# The text a continuation may follow without a space of its own: it ends a sentence (a model that starts its
+# answer afresh instead of going on from the unfinished message begins with a capital and no space).
+SENTENCE_END = tuple(".!?…\"”’')")
+
+
+class TurnStopped(Exception):
+    """A continuation was stopped before the narrator wrote anything: nothing changed; the message says so."""
+
+
+async def continue_reply(campaign_id, relay, *, stopped=None, notify=None, think=None):
+    """Lengthen the head's reply in place; return the new version (the old text and what the narrator added).
+
+    The narrator gets the reply's own prompt (as a retry builds it) with the
+    reply itself as its unfinished last message, so the request shares all
+    of the reply's prompt and goes on from its last word. The result is a new
+    version of the reply, a sibling as a retry's is; the old one stays one
+    flip away. Setting ``stopped`` (an ``asyncio.Event``) ends the stream and
+    keeps what it wrote; cancelling the task keeps nothing, as for a turn.
+    """
+    async with _playing(campaign_id, notify):
+        shown, head = await database_sync_to_async(_continuable)(campaign_id)
+        prepared = await _prepare_compacting(campaign_id, None, True, notify)
+        if prepared.expected_head != head:
+            raise TurnFailed(str(story.StoryMovedOn()))
+        return await _continue(prepared, shown, relay, stopped, think)
+
+
+async def _continue(prepared, shown, relay, stopped, think):
+    campaign = prepared.campaign
+    limit = _continuation_limit(campaign, prepared.ctx, shown)
+    messages = [*prepared.ctx.messages, {"role": "assistant", "content": shown.text}]
+    options = llm.ChatOptions(num_predict=limit, num_ctx=campaign.context_token_budget,
+                              temperature=campaign.temperature)
+    written, began = thinking.Reply(), []
+
+    async def onto_the_reply(text):
+        if not began:  # the first words go on from the reply's last, a space between them where needed
+            began.append(_separator(shown.text, text, fresh=bool(written.thinking)))
+            text = began[0] + text
+        await relay(text)
+
+    started = time.perf_counter()
+    final, was_stopped = await _until_stopped(
+        _stream(prepared.narrator, messages, options, written, onto_the_reply, think), stopped)
+    if was_stopped and not written.text.strip():
+        raise TurnStopped("Stopped before the narrator wrote more; the reply is as it was.")
+    if not was_stopped:
+        _reply_text(written, prepared.narrator, final, limit)  # refuses a continuation that is empty or only thinking
+    text = shown.text + began[0] + written.text.rstrip()
+    report = prepared.ctx.report
+    report["usage"] = _usage(final, written)
+    report["continued"] = {"from": shown.pk, "reply_tokens": shown.tokens, "num_predict": limit,
+                           "stopped": was_stopped}
+    reply = story.Reply(
+        text=text, tokens=context.node_tokens(Node.Role.NARRATOR, "", text), report=report,
+        model=prepared.narrator.model, api=prepared.narrator.api,
+        prompt_eval_count=final.prompt_eval_count, eval_count=final.eval_count,
+        done_reason="stopped" if was_stopped else final.done_reason or "",
+        duration_ms=int((time.perf_counter() - started) * 1000),
+        thinking="\n\n".join(part for part in (shown.thinking, written.thinking.strip()) if part),
+    )
+    node = await database_sync_to_async(_commit)(prepared, reply, True)
+    post_turn = postturn.schedule(campaign.pk, node.pk)
+    notice = ("Stopped: what the narrator had written is kept, as a new version of the reply (‹ flips back)."
+              if was_stopped else "")
+    if final.done_reason == "length" and not was_stopped:
+        notice = (f"The continuation reached its {limit}-token limit; it was saved as it is. Continue again to "
+                  "carry on.")
+    return TurnResult(node_id=node.pk, text=text, notice=notice, post_turn=post_turn)
+
+
+def _continuable(campaign_id):
+    """Return the head's reply and the head, or refuse in words when there is no reply to continue in place."""
+    campaign = Campaign.objects.get(pk=campaign_id)
+    reply = lineage.path_of(campaign).nodes().filter(depth=campaign.head_depth, role=Node.Role.NARRATOR).first()
+    if reply is None:
+        raise TurnFailed("There is no reply to continue yet: send an action first.")
+    if reply.rounds.filter(kind="gm").exists():
+        raise TurnFailed("A game master's reply cannot be lengthened in place (its rounds and what they changed "
+                         "belong to it): send Continue as your action for a new passage, or Retry it.")
+    return reply, (campaign.head_branch_id, campaign.head_depth)
+
+
+def _continuation_limit(campaign, ctx, shown):
+    """Return how many tokens the continuation may take: the reply's limit, within what the window has left."""
+    room = (campaign.context_token_budget - ctx.prompt_tokens - shown.tokens - MESSAGE_OVERHEAD - REPLY_MARGIN)
+    if room < MIN_CONTINUATION:
+        raise TurnFailed(
+            f"The reply is already {shown.tokens:,} tokens long: with the story before it, that leaves {max(room, 0)} "
+            "tokens of the window to continue in. Raise context_token_budget in the campaign settings, or send "
+            "Continue as your action for a new passage. Nothing was changed.")
+    return min(campaign.max_output_tokens, room)
+
+
+def _separator(before, after, *, fresh=False):
+    """Return what goes between a reply and its continuation's first words: a space where they begin a new
+    sentence without one, or follow the model's thinking (which ended with the whitespace they had)."""
+    if not before or not after or after[0].isspace() or before[-1].isspace() or after[0] in ".,;:!?":
+        return ""
+    return " " if fresh or before.endswith(SENTENCE_END) else ""
+
+
+async def _until_stopped(streaming, stopped):
+    """Await ``streaming`` (``_stream``) until it ends or ``stopped`` is set; return (its final chunk, stopped).
+
+    Stopping cancels the stream (the server stops generating); what it had
+    written stays in its ``thinking.Reply``.
+    """
+    task = asyncio.ensure_future(streaming)
+    if stopped is None:
+        return await task, False
+    waiter = asyncio.ensure_future(stopped.wait())
+    try:
+        await asyncio.wait({task, waiter}, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        waiter.cancel()
+        if not task.done():
+            task.cancel()
+            await asyncio.gather(task, return_exceptions=True)
+    if task.cancelled():
+        return llm.Chunk(done=True, done_reason="stopped"), True
+    return task.result(), False
+
+
+# Impersonate (issue 26): the narrator drafts the player character's next move; nothing is sent or saved. The
+# request is kept here, in this process, until the campaign's next turn, whose inspector shows it.
+DRAFT_TOKENS = 120  # a line or two of the player's, with room for a reasoning model's preamble to be cut
+DRAFT_REQUEST = (
+    "For this one answer, write for the player instead of narrating: draft {name}'s next action or words, as the "
+    "player would type them into the story — one or two sentences, in {name}'s own voice and manner, following on "
+    "from the story's last passage. Write only the draft: no narration of what happens next, no quotation marks "
+    "around it, no notes.")
+KEPT_DRAFTS = 5  # per campaign, the newest: a person who drafts again and again needs the last few, not all
+
+_drafts: dict[int, list[dict]] = {}
+
+
+async def draft_action(campaign_id, relay, *, stopped=None, notify=None):
+    """Stream a draft of the player character's next action or line to ``relay``, and return it; save nothing.
+
+    The request is the narration's own prompt up to its tail (the stable
+    prefix, the summary, the story), then the tail's sections with the
+    drafting request in place of the player's input: a server reuses the
+    narration's cache for all of it. ``stopped`` ends it keeping what was
+    drafted.
+    """
+    async with priority.turn(notify):
+        prepared = await _prepare_compacting(campaign_id, Action(mode="continue"), False, notify)
+        name = await database_sync_to_async(context.player_name)(prepared.campaign)
+        messages = _draft_messages(prepared.ctx, name)
+        written = thinking.Reply()
+        options = llm.ChatOptions(num_predict=DRAFT_TOKENS, num_ctx=prepared.campaign.context_token_budget,
+                                  temperature=prepared.campaign.temperature)
+        final, was_stopped = await _until_stopped(
+            _stream(prepared.narrator, messages, options, written, relay), stopped)
+    text, request = written.text.strip(), messages[prepared.ctx.input_at]["content"]
+    if not text and not was_stopped:
+        _reply_text(written, prepared.narrator, final, DRAFT_TOKENS)  # says why: empty, or only thinking
+    _keep_draft(campaign_id, {
+        "draft": text, "model": prepared.narrator.model, "api": prepared.narrator.api, "stopped": was_stopped,
+        "shared_messages": prepared.ctx.input_at, "request": request,
+        "request_tokens": tokens.count(request),
+        "prompt_tokens": prepared.ctx.prompt_tokens - tokens.count(prepared.ctx.messages[prepared.ctx.input_at]
+                                                                   ["content"]) + tokens.count(request),
+        "prompt_eval_count": final.prompt_eval_count, "eval_count": final.eval_count,
+        "thinking_tokens": tokens.count(written.thinking) if written.thinking.strip() else 0})
+    return text
+
+
+def _draft_messages(ctx, name):
+    """Return the drafting request: the narration's messages with its tail's sections and the request in place of
+    the message that holds the player's input (an author's note stays where it is)."""
+    tail = [section.text for section in ctx.sections if section.zone == context.DYNAMIC_TAIL
+            and section.key not in ("player_input", "author_note")]
+    request = {"role": "user", "content": "\n\n".join([*tail, DRAFT_REQUEST.format(name=name)])}
+    return [*ctx.messages[:ctx.input_at], request, *ctx.messages[ctx.input_at + 1:]]
+
+
+def _keep_draft(campaign_id, record):
+    kept = _drafts.setdefault(campaign_id, [])
+    kept.append(record)
+    del kept[:-KEPT_DRAFTS]
+
+
+def _forget_drafts(campaign_id, count):
+    """Forget the first ``count`` drafts of the campaign: a committed turn's report holds them now."""
+    kept = _drafts.get(campaign_id, [])
+    del kept[:count]
+    if not kept:
+        _drafts.pop(campaign_id, None)
+
+
+async def _play(campaign_id, action, relay, retry, notify, think, *, on_voice=None, voices=False, edit_of=None):
+    prepared = await _prepare_compacting(campaign_id, action, retry, notify, edit_of)
     campaign = prepared.campaign
     played, messages = None, prepared.ctx.messages
     if voices:
@@ -96,38 +307,23 @@ async def _play(campaign_id, action, relay, retry, notify, *, on_voice=None, voi
         temperature=campaign.temperature,
     )
     started = time.perf_counter()
-    parts = []
-    final = llm.Chunk(done=True)
-    try:
-        async with contextlib.aclosing(prepared.narrator.stream_chat(messages, options)) as stream:
-            async for chunk in stream:
-                if chunk.done:
-                    final = chunk
-                    break
-                if chunk.text:
-                    parts.append(chunk.text)
-                    await relay(chunk.text)
-    except llm.NarratorError as error:
-        raise TurnFailed(f"{error} Nothing was saved.") from error
-
-    text = "".join(parts).strip()
-    if not text:
-        raise TurnFailed(
-            f"The narrator ({prepared.narrator.model}) returned an empty reply, so nothing was saved. "
-            "Try again, or choose another model on the model settings page."
-        )
+    written = thinking.Reply()
+    final = await _stream(prepared.narrator, messages, options, written, relay, think)
+    text = _reply_text(written, prepared.narrator, final, campaign.max_output_tokens)
     report = prepared.ctx.report
-    report["usage"] = {"prompt_eval_count": final.prompt_eval_count, "eval_count": final.eval_count,
-                       "count_source": final.count_source}
+    report["usage"] = _usage(final, written)
+    drafts = list(_drafts.get(campaign_id, []))
+    if drafts:
+        report["drafts"] = [{**draft, "sent": _sent_as(draft["draft"], prepared.action)} for draft in drafts]
     if played is None:
-        tokens = context.node_tokens(Node.Role.NARRATOR, "", text)
+        counted = context.node_tokens(Node.Role.NARRATOR, "", text)
     else:
         report["voices"] = {**played.report, "narration": await gm.narration_step(prepared.narrator, messages, text)}
-        tokens = gm.reply_tokens(played, text)  # as history renders the turn: notes, request, narration
+        counted = gm.reply_tokens(played, text)  # as history renders the turn: notes, request, narration
         text = gm.transcript(played, text)
     reply = story.Reply(
         text=text,
-        tokens=tokens,
+        tokens=counted,
         report=report,
         model=prepared.narrator.model,
         api=prepared.narrator.api,
@@ -135,8 +331,10 @@ async def _play(campaign_id, action, relay, retry, notify, *, on_voice=None, voi
         eval_count=final.eval_count,
         done_reason=final.done_reason or "",
         duration_ms=int((time.perf_counter() - started) * 1000),
+        thinking=written.thinking.strip(),
     )
     node = await database_sync_to_async(_commit)(prepared, reply, retry, played)
+    _forget_drafts(campaign_id, len(drafts))
     # The commit has returned, so the turn is durable: only now may the recorder read it.
     post_turn = postturn.schedule(campaign.pk, node.pk)
     notice = ""
@@ -148,14 +346,75 @@ async def _play(campaign_id, action, relay, retry, notify, *, on_voice=None, voi
     return TurnResult(node_id=node.pk, text=text, notice=notice, post_turn=post_turn)
 
 
-async def _prepare_compacting(campaign_id, action, retry, notify):
+async def _stream(narrator, messages, options, written, relay, think=None):
+    """Stream the narrator's answer to ``messages`` into ``written`` (a ``thinking.Reply``); return the final chunk.
+
+    The text goes to ``relay`` as it arrives and the thinking to ``think``;
+    however the stream ends — finished, failed or cancelled — ``written``
+    holds what had arrived.
+    """
+    try:
+        async with contextlib.aclosing(narrator.stream_chat(messages, options)) as stream:
+            async for chunk in stream:
+                if chunk.done:
+                    return chunk
+                written.add(chunk)
+                if chunk.thinking and think is not None:
+                    await think(chunk.thinking, chunk.taken_back)
+                if chunk.text:
+                    await relay(chunk.text)
+    except llm.NarratorError as error:
+        raise TurnFailed(f"{error} Nothing was saved.") from error
+    return llm.Chunk(done=True)
+
+
+# A sent action this much like a draft (difflib's ratio) was the draft, edited.
+EDITED_DRAFT = 0.5
+
+
+def _sent_as(draft, action):
+    """Return how the turn's action used a draft, in words: as drafted, edited, or not at all."""
+    drafted, sent = " ".join(draft.split()), " ".join(action.text.split())
+    if drafted and drafted == sent:
+        return "sent as drafted"
+    if drafted and sent and difflib.SequenceMatcher(None, drafted, sent).ratio() >= EDITED_DRAFT:
+        return "edited before it was sent"
+    return "not used"
+
+
+def _reply_text(written, narrator, final, limit):
+    """Return the reply's text, or fail the turn in words: an empty reply, or one that was only thinking."""
+    text = written.text.strip()
+    if text:
+        return text
+    if written.thinking.strip():
+        cut = f" until the {limit}-token limit cut it off" if final.done_reason == "length" else ""
+        raise TurnFailed(
+            f"The narrator ({narrator.model}) only thought{cut} and wrote no reply, so nothing was saved. A "
+            "reasoning model's thinking uses the reply's tokens: try again, raise max_output_tokens in the campaign "
+            "settings, or choose a model that does not think on the model settings page."
+        )
+    raise TurnFailed(
+        f"The narrator ({narrator.model}) returned an empty reply, so nothing was saved. "
+        "Try again, or choose another model on the model settings page."
+    )
+
+
+def _usage(final, written):
+    """Return what the server counted for a reply, and the thinking it did first (counted apart, estimated)."""
+    return {"prompt_eval_count": final.prompt_eval_count, "eval_count": final.eval_count,
+            "count_source": final.count_source,
+            "thinking_tokens": tokens.count(written.thinking) if written.thinking.strip() else 0}
+
+
+async def _prepare_compacting(campaign_id, action, retry, notify, edit_of=None):
     """Prepare the turn, summarising the story's older passages first when the prompt needs it (seed 001).
 
     The summariser runs with no transaction open; if it fails, the turn fails
     with what to do, and nothing — no node, no checkpoint — is written.
     """
     try:
-        return await _prepare(campaign_id, action, retry)
+        return await _prepare(campaign_id, action, retry, edit_of)
     except context.NeedsCompaction as need:
         if notify is not None:
             await notify(SUMMARISING)
@@ -167,7 +426,7 @@ async def _prepare_compacting(campaign_id, action, retry, notify):
                 "(or raise context_token_budget), then send your action again. Nothing was sent or saved."
             ) from failure
     try:
-        return await _prepare(campaign_id, action, retry)
+        return await _prepare(campaign_id, action, retry, edit_of)
     except context.NeedsCompaction as need:
         raise TurnFailed(
             f"{need} A summary was just written but the story still does not fit; raise context_token_budget or "
@@ -175,7 +434,7 @@ async def _prepare_compacting(campaign_id, action, retry, notify):
         ) from need
 
 
-async def _prepare(campaign_id, action, retry):
+async def _prepare(campaign_id, action, retry, edit_of=None):
     """Read what the turn needs, embed its queries, build the prompt: three steps, the middle one off the database.
 
     Every database call of every websocket shares one thread
@@ -184,12 +443,12 @@ async def _prepare(campaign_id, action, retry):
     Stop with it (issue 10).
     """
     await asyncio.to_thread(warming.indexes, campaign_id)  # a changed bank or library is read off the shared thread
-    reading = await database_sync_to_async(_read)(campaign_id, action, retry)
+    reading = await database_sync_to_async(_read)(campaign_id, action, retry, edit_of)
     narrator, queries = await asyncio.gather(llm.anarrator_for(reading.campaign.narrator_model or None),
                                              queries_embedded(reading.queries))
     ctx = await database_sync_to_async(_build)(reading, narrator, queries)
     return _Prepared(reading.campaign, reading.expected_head, reading.action, ctx, narrator, reading.path,
-                     reading.started_ms)
+                     reading.started_ms, reading.after)
 
 
 @dataclass(frozen=True)
@@ -200,11 +459,20 @@ class _Reading:
     action: Action
     queries: object  # context.Queries, not yet embedded
     started_ms: int = 0
+    after: int | None = None
 
 
-def _read(campaign_id, action, retry):
+def _read(campaign_id, action, retry, edit_of=None):
     campaign = Campaign.objects.get(pk=campaign_id)
     path = lineage.path_of(campaign)
+    after = None
+    if edit_of is not None:
+        edited = path.nodes().filter(pk=edit_of, role=Node.Role.PLAYER).first()
+        if edited is None:
+            raise TurnFailed("That action is no longer on this line of the story (another tab moved it); the page "
+                             "now shows the story as it stands. Nothing was sent or saved.")
+        after = edited.depth - 1
+        path = path.capped(after)
     if retry:
         if campaign.head_depth < 2:
             raise TurnFailed("There is no reply to retry yet.")
@@ -213,7 +481,7 @@ def _read(campaign_id, action, retry):
         # The replaced reply is not part of its own retry's prompt.
         path = path.capped(campaign.head_depth - 2)
     return _Reading(campaign, path, (campaign.head_branch_id, campaign.head_depth), action,
-                    context.queries_for(campaign, path, action), int(time.time() * 1000))
+                    context.queries_for(campaign, path, action), int(time.time() * 1000), after)
 
 
 def _build(reading, narrator, queries):
@@ -284,4 +552,4 @@ def _commit_story(prepared, reply, retry):
         direction=action.direction,
         tokens=context.node_tokens(Node.Role.PLAYER, action.mode, action.text),
     )
-    return story.commit_turn(prepared.campaign.pk, prepared.expected_head, player, reply)
+    return story.commit_turn(prepared.campaign.pk, prepared.expected_head, player, reply, after=prepared.after)

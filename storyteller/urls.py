@@ -1,6 +1,8 @@
 from django.contrib import admin
 from django.urls import include, path
 
+from campaigns import persona_views
+
 from . import minds_views, views
 
 urlpatterns = [
@@ -27,6 +29,7 @@ urlpatterns = [
     ),
     path("campaigns/<int:pk>/replies/<int:node_pk>/inspect/", views.inspector, name="inspector"),
     path("campaigns/<int:pk>/replies/<int:node_pk>/show/", views.show_version, name="show_version"),
+    path("campaigns/<int:pk>/nodes/<int:node_pk>/edit/", views.edit_form, name="edit_form"),
     path("campaigns/<int:pk>/model/", views.choose_model, name="choose_model"),
     path("campaigns/<int:pk>/knowledge/", include("knowledge.urls")),
     path("campaigns/<int:pk>/state/", include("campaigns.urls")),
@@ -45,6 +48,9 @@ urlpatterns = [
     path("campaigns/<int:pk>/meanwhile/", views.meanwhile, name="meanwhile"),
     path("campaigns/<int:pk>/replies/<int:node_pk>/offstage/", views.offstage_rounds, name="offstage_rounds"),
     path("campaigns/<int:pk>/worker/retry/", views.retry_worker, name="retry_worker"),
+    path("personas/", persona_views.personas, name="personas"),
+    path("personas/<int:pk>/", persona_views.persona_edit, name="persona_edit"),
+    path("personas/<int:pk>/portrait/", persona_views.portrait, name="portrait"),
     path("settings/models/", views.model_settings, name="model_settings"),
     path("settings/models/test/", views.test_connection, name="test_connection"),
     path("admin/", admin.site.urls),

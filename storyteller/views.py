@@ -24,18 +24,18 @@ from django.utils.text import slugify
 from django.utils.http import urlsafe_base64_decode
 from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
-from django_htmx.http import HttpResponseClientRedirect
+from django_htmx.http import HttpResponseClientRedirect, reswap, retarget
 
 from campaigns import lineage, playing, rule_views, story, storytime, worldfile
 from campaigns import views as campaign_views
 from campaigns.forms import (MAX_ACTION, MAX_DIRECTION, CampaignForm, CanonRuleFormSet, EditCampaignForm,
                              NewCampaignForm, SavePointForm)
-from campaigns.models import Branch, Campaign, Node, OffstageRun, Round, SavePoint
+from campaigns.models import NODE_CHARS, Branch, Campaign, Node, OffstageRun, Round, SavePoint
 from campaigns.state import calendar
 from memory import bank as memory_bank
 from memory import views as memory_views
 
-from . import bundle, compaction, importing, llm, memories, postturn, signin
+from . import bundle, compaction, editing, importing, llm, memories, postturn, signin
 from .context import prefix_hash
 from .diagnostics import long_run
 from .voices import away
@@ -155,7 +155,7 @@ async def campaign_create(request):
 def _create_campaign(request, info, busy=False):
     # A server that cannot be asked says nothing about the window; the form then says nothing either.
     form = NewCampaignForm(request.POST or None, request.FILES or None, window=info.context_length,
-                           model="" if info.error else info.label)
+                           model="" if info.error else info.label, owner=request.user)
     if busy:
         form.is_valid()
         form.add_error("world", importing.BUSY)
@@ -261,13 +261,29 @@ def save_point(request, pk):
 @login_required
 @require_POST
 def show_version(request, pk, node_pk):
-    """Show another version of a reply in place of the one on the line (a head move); the panels follow."""
+    """Show another version of a reply or an action in place of the one on the line (a head move); the panels
+    follow."""
     campaign = campaign_views.campaign_for_user(request, pk)
-    reply = get_object_or_404(Node, pk=node_pk, campaign=campaign, role=Node.Role.NARRATOR)
+    reply = get_object_or_404(Node.objects.exclude(role=Node.Role.OPENING), pk=node_pk, campaign=campaign)
     with transaction.atomic():
         if story.show_version(campaign, reply):
             announce_story_changed(campaign, request)
     return _play_body(request, campaign)
+
+
+@login_required
+@require_GET
+def edit_form(request, pk, node_pk):
+    """Return the form that edits one action or reply, in its card, saying first what saving it does."""
+    campaign = campaign_views.campaign_for_user(request, pk)
+    try:
+        node = editing.editable(campaign, node_pk)
+    except editing.EditRefused as refusal:
+        return reswap(retarget(_play_body(request, campaign, error=str(refusal)), "#play-body"), "outerHTML")
+    return render(request, "campaigns/_edit_form.html", {
+        "campaign": campaign, "node": node, "later": editing.later_turns(campaign, node),
+        "modes": [(value, label) for value, label in Node.Mode.choices if value != Node.Mode.CONTINUE],
+        "action_limit": MAX_ACTION, "reply_limit": NODE_CHARS})
 
 
 @login_required

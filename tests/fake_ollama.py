@@ -11,9 +11,9 @@ import threading
 
 import pytest
 
-from storyteller.llm.fake_server import DEFAULT_MODELS, DEFAULT_REPLY, FakeModelServer, Request, example_for
+from storyteller.llm.fake_server import DEFAULT_MODELS, DEFAULT_REPLY, FakeModelServer, Request, Thought, example_for
 
-__all__ = ["DEFAULT_MODELS", "DEFAULT_REPLY", "FakeModelServer", "Request", "example_for", "fake_ollama"]
+__all__ = ["DEFAULT_MODELS", "DEFAULT_REPLY", "FakeModelServer", "Request", "Thought", "example_for", "fake_ollama"]
 
 
 @pytest.fixture

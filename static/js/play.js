@@ -183,6 +183,260 @@
     }
   });
 
+  // --- Editing a message (issue 26) -------------------------------------------
+  // Edit opens a form in the message's card (htmx fetches it, saying what
+  // saving does); Cancel closes it. A sent edit is disabled until it ends: an
+  // edited reply that was refused stays in its form; an edited action that
+  // did not commit comes back in the action box (the story is read again).
+  var editing = null;  // {form, action: whether it is an edited action} of the edit in flight
+
+  document.addEventListener("click", function (event) {
+    var cancel = event.target.closest("[data-action=cancel-edit]");
+    var slot = cancel && cancel.closest(".edit-slot");
+    if (slot) slot.innerHTML = "";
+  });
+
+  function lockEdit(form, locked) {
+    form.querySelectorAll("button, textarea, input").forEach(function (field) { field.disabled = locked; });
+  }
+
+  document.addEventListener("htmx:wsConfigSend", function (event) {
+    var form = event.target;
+    if (!form.closest || !form.closest(".edit-form")) return;
+    var field = form.querySelector("[name=text]");
+    var problem = busy() ? "A reply is still being written. Wait for it, or press Stop."
+      : !connected ? "Not connected to the app, so nothing was sent; your edit is kept. Send it again once it reconnects."
+      : problemWith(field);
+    if (problem) {
+      event.preventDefault();
+      refuse(problem);
+      return;
+    }
+    editing = { form: form, action: form.classList.contains("edit-action") };
+    if (editing.action) sent = { text: field.value, direction: "" };
+    lockEdit(form, true);
+  });
+
+  // Before the outcome is read (and cleared) below: capture runs first.
+  document.addEventListener("htmx:wsAfterMessage", function () {
+    var outcome = byId("turn-outcome");
+    if (!editing || !outcome || !outcome.dataset.outcome) return;
+    if (outcome.dataset.outcome !== "committed") {
+      if (editing.action) {
+        var slot = editing.form.closest(".edit-slot");
+        if (slot) slot.innerHTML = "";
+      } else {
+        lockEdit(editing.form, false);
+      }
+    }
+    editing = null;
+  }, true);
+
+  // --- Drafting the next move (Impersonate, issue 26) -------------------------
+  // The narrator's draft arrives in #draft-stream a few words at a time and
+  // is moved into the action box as it comes. What the person had typed stays:
+  // the draft goes on a line after it. Nothing is sent until they send it.
+  var draftAfter = "";  // what goes between the typed text and the draft
+  function moveDraft() {
+    var stream = byId("draft-stream");
+    var box = byId("action-text");
+    if (!stream || !box) return;
+    if (stream.hasAttribute("data-drafting")) {
+      stream.removeAttribute("data-drafting");
+      draftAfter = box.value.trim() ? "\n" : "";
+      if (!draftAfter) box.value = "";
+      var continuing = document.querySelector("#action-form [name=mode][value=continue]:checked");
+      if (continuing) document.querySelector("#action-form [name=mode][value=do]").checked = true;  // it is an action
+    }
+    var text = stream.textContent;
+    if (!text) return;
+    stream.textContent = "";
+    if (draftAfter !== null) {
+      text = draftAfter + text.replace(/^\s+/, "");
+      draftAfter = null;
+    }
+    box.value += text;
+    showCount();
+  }
+  document.addEventListener("htmx:wsAfterMessage", moveDraft);
+
+  // --- Reading aloud (issue 26) ----------------------------------------------
+  // The browser's own speech synthesis: nothing is sent anywhere. Read under a
+  // reply reads it (pressed again: Stop reading); what a character says in
+  // quotes is read in the voice chosen for them under "Reading aloud", the
+  // rest in the narrator's; a game master's round reads each character's
+  // words in theirs. Choices and "read each new reply" are kept in this
+  // browser, per campaign. Without voices, the controls say so.
+  var speech = window.speechSynthesis || null;
+  var VOICES_KEY = "storyteller.voices." + play.dataset.campaign;
+  var AUTO_KEY = "storyteller.autoread." + play.dataset.campaign;
+  var ATTRIBUTION = 80;  // how far from a quote (characters) its speaker's name is looked for
+  var QUOTE = /“([^”]+)”|"([^"]+)"/g;
+  var reading = null;  // the Read button of the reply being read
+
+  function kept(key) {
+    try { return window.localStorage.getItem(key); } catch (error) { return null; }
+  }
+  function keep(key, value) {
+    try { window.localStorage.setItem(key, value); } catch (error) { /* private mode: not kept */ }
+  }
+  function chosenVoices() {
+    try { return JSON.parse(kept(VOICES_KEY) || "{}"); } catch (error) { return {}; }
+  }
+  function allVoices() {
+    return speech ? speech.getVoices() : [];
+  }
+  function voiceFor(who) {
+    var uri = chosenVoices()[who];
+    var found = null;
+    allVoices().forEach(function (voice) { if (voice.voiceURI === uri) found = voice; });
+    return found;
+  }
+
+  function showVoices() {
+    var voices = allVoices();
+    var panel = document.querySelector("#voices-panel[data-voices-panel]");  // the panel itself, once it is loaded
+    if (panel) {
+      var chosen = chosenVoices();
+      panel.querySelector("[data-no-voices]").hidden = voices.length > 0;
+      panel.querySelectorAll("[data-voice-for]").forEach(function (row) {
+        var select = row.querySelector("select");
+        select.length = 1;
+        voices.forEach(function (voice) { select.add(new Option(voice.name + " (" + voice.lang + ")", voice.voiceURI)); });
+        select.value = chosen[row.dataset.voiceFor] || "";
+        select.disabled = !voices.length;
+      });
+      var auto = panel.querySelector("[data-auto-read]");
+      auto.checked = kept(AUTO_KEY) === "on";
+      auto.disabled = !voices.length;
+    }
+    document.querySelectorAll("[data-action=read-aloud]").forEach(function (button) {
+      if (button === reading) return;
+      button.disabled = !voices.length;
+      button.textContent = voices.length ? "Read" : "No voices to read with";
+    });
+  }
+  if (speech && speech.addEventListener) speech.addEventListener("voiceschanged", showVoices);
+  document.addEventListener("htmx:load", showVoices);
+  showVoices();
+
+  document.addEventListener("change", function (event) {
+    var select = event.target.closest && event.target.closest("[data-voice-select]");
+    if (select) {
+      var chosen = chosenVoices();
+      chosen[select.closest("[data-voice-for]").dataset.voiceFor] = select.value;
+      keep(VOICES_KEY, JSON.stringify(chosen));
+    } else if (event.target.matches && event.target.matches("[data-auto-read]")) {
+      keep(AUTO_KEY, event.target.checked ? "on" : "off");
+    }
+  });
+
+  function cast() {
+    var found = [];
+    document.querySelectorAll("#voices-panel [data-voice-for]").forEach(function (row) {
+      var names = (row.dataset.names || "").split("|").filter(Boolean);
+      if (names.length) found.push({ who: row.dataset.voiceFor, names: names });
+    });
+    return found;
+  }
+
+  // Return who says the quote at [start, end) of ``text``: the character named nearest it, else the narrator.
+  function speakerOf(text, start, end, people) {
+    var best = "narrator", distance = Infinity;
+    people.forEach(function (person) {
+      person.names.forEach(function (name) {
+        var after = text.slice(end, end + ATTRIBUTION).indexOf(name);
+        var window_ = text.slice(Math.max(0, start - ATTRIBUTION), start);
+        var before = window_.lastIndexOf(name);
+        var gaps = [after, before < 0 ? -1 : window_.length - before - name.length];
+        gaps.forEach(function (gap) {
+          if (gap >= 0 && gap < distance) { best = person.who; distance = gap; }
+        });
+      });
+    });
+    return best;
+  }
+
+  function proseParts(text, people) {
+    var parts = [], last = 0, match;
+    QUOTE.lastIndex = 0;
+    while ((match = QUOTE.exec(text))) {
+      parts.push({ text: text.slice(last, match.index), who: "narrator" });
+      parts.push({ text: match[1] || match[2], who: speakerOf(text, match.index, QUOTE.lastIndex, people) });
+      last = QUOTE.lastIndex;
+    }
+    parts.push({ text: text.slice(last), who: "narrator" });
+    return parts;
+  }
+
+  function partsOf(card) {
+    var people = cast(), parts = [];
+    card.querySelectorAll(".voice[data-speaker]").forEach(function (voice) {
+      var said = voice.querySelector(".voice-speech"), did = voice.querySelector(".voice-action:not(.muted)");
+      if (said) parts.push({ text: said.textContent.replace(/^“|”$/g, ""), who: voice.dataset.speaker });
+      if (did) parts.push({ text: did.textContent, who: "narrator" });
+    });
+    var prose = card.querySelector(".gm-narration") || card.querySelector(".prose");
+    if (prose) parts = parts.concat(proseParts(prose.textContent, people));
+    return parts.filter(function (part) { return /[\p{L}\p{N}]/u.test(part.text); });
+  }
+
+  function pressed(button, on) {
+    button.textContent = on ? "Stop reading" : "Read";
+    button.dataset.reading = on ? "true" : "";
+    button.setAttribute("aria-pressed", on ? "true" : "false");
+  }
+
+  function stopReading() {
+    var button = reading;
+    reading = null;
+    if (speech) speech.cancel();
+    if (button) pressed(button, false);
+  }
+
+  function readAloud(button) {
+    var card = button.closest("[data-node-id]");
+    var parts = card ? partsOf(card) : [];
+    stopReading();
+    if (!speech || !allVoices().length || !parts.length) return;
+    reading = button;
+    pressed(button, true);
+    parts.forEach(function (part, index) {
+      var utterance = new window.SpeechSynthesisUtterance(part.text.trim());
+      var voice = voiceFor(part.who);
+      if (voice) {
+        utterance.voice = voice;
+        utterance.lang = voice.lang;
+      }
+      if (index === parts.length - 1) {
+        utterance.onend = utterance.onerror = function () {
+          if (reading === button) {
+            reading = null;
+            pressed(button, false);
+          }
+        };
+      }
+      speech.speak(utterance);
+    });
+  }
+
+  document.addEventListener("click", function (event) {
+    var button = event.target.closest("[data-action=read-aloud]");
+    if (!button) return;
+    if (button === reading) stopReading();
+    else readAloud(button);
+  });
+
+  // A reply that has just been written is read when the person asked for it.
+  document.addEventListener("htmx:wsAfterMessage", function () {
+    var outcome = byId("turn-outcome");
+    if (!outcome || outcome.dataset.outcome !== "committed" || !outcome.dataset.reply) return;
+    var card = byId("node-" + outcome.dataset.reply);
+    var button = card && card.querySelector("[data-action=read-aloud]");
+    if (button && kept(AUTO_KEY) === "on") readAloud(button);
+  }, true);
+  window.addEventListener("pagehide", stopReading);
+
   // --- The side panels -------------------------------------------------------
   // Open beside the story on wide screens, closed below it on narrow ones;
   // a panel the person opens or closes stays so on this device.

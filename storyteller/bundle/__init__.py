@@ -414,7 +414,7 @@ def _write_rows(campaign, bundle, progress, writes):
     sources, renumber = _write_sources(campaign, bundle.tables["sources"], bundle.passages, progress, writes)
     for row in bundle.tables["snapshots"]:
         renumber(row.values.get("report") or {})
-    for name in ("snapshots", "save_points", "canon_rules", "state_events"):
+    for name in ("snapshots", "save_points", "canon_rules", "author_notes", "state_events"):
         created[name] = _create(rows.BY_NAME[name], bundle.tables[name], created, campaign, progress, writes)
     for row in bundle.tables["state_records"]:
         rule = row.links.pop("canon_rule", None)

@@ -20,6 +20,7 @@ from django.utils.dateparse import parse_datetime
 
 from campaigns.models import (
     REASON_CHARS,
+    AuthorNote,
     Branch,
     Campaign,
     CanonRule,
@@ -160,7 +161,7 @@ TABLES = (
     Table("campaigns", "branches", Branch, "campaign", ("fork_depth", "created_at"),
           {"parent": ("branches", True)}),
     Table("campaigns", "nodes", Node, "campaign",
-          ("depth", "role", "mode", "text", "direction", "tokens", "tokens_through", "created_at"),
+          ("depth", "role", "mode", "text", "direction", "tokens", "tokens_through", "created_at", "thinking"),
           {"branch": ("branches", False)}),
     Table("campaigns", "snapshots", ContextSnapshot, "node__campaign",
           ("report", "model", "api", "prompt_eval_count", "eval_count", "done_reason", "duration_ms"),
@@ -169,6 +170,8 @@ TABLES = (
           {"branch": ("branches", False)}),
     Table("campaigns", "canon_rules", CanonRule, "campaign",
           ("text", "scope", "enabled", "position", "created_at", "updated_at")),
+    Table("campaigns", "author_notes", AuthorNote, "campaign", ("text", "depth", "interval", "role"),
+          {"branch": ("branches", True)}),
     Table("campaigns", "state_events", StateEvent, "campaign",
           ("source", "payload", "status", "reason", "previous", "attempt", "created_at"),
           {"node": ("nodes", False)}, {"payload": _payload, "previous": _previous}),

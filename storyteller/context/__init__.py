@@ -3,10 +3,11 @@
 from .budget import ContextOverflow, HistoryEntryTooLarge, NeedsCompaction
 from .builder import (Action, Context, build, knowledge_query, memory_query, message_for, messages_for, node_tokens,
                       notes_messages, prefix_hash)
+from .layers import DYNAMIC_TAIL, fill_user, player_name
 from .queries import Queries, queries_for
 
 __all__ = [
-    "Action", "Context", "ContextOverflow", "HistoryEntryTooLarge", "NeedsCompaction", "Queries", "build",
-    "knowledge_query", "memory_query", "message_for", "messages_for", "node_tokens", "notes_messages", "prefix_hash",
-    "queries_for",
+    "Action", "Context", "ContextOverflow", "DYNAMIC_TAIL", "HistoryEntryTooLarge", "NeedsCompaction", "Queries",
+    "build", "fill_user", "knowledge_query", "memory_query", "message_for", "messages_for", "node_tokens",
+    "notes_messages", "player_name", "prefix_hash", "queries_for",
 ]

@@ -19,6 +19,7 @@ from dataclasses import dataclass
 
 from django.db import connection
 
+from campaigns import notes
 from campaigns import state as story_state
 from campaigns.models import CanonRule, Round
 from memory import checkpoints
@@ -48,6 +49,12 @@ class Context:
     messages: list
     sections: list
     report: dict
+    # The first message of the dynamic tail: everything before it is what the next turn's prompt starts with
+    # (between checkpoint rotations). The last message, or an author's note placed deeper (``_with_note``).
+    tail_start: int = -1
+    # The message that holds the tail's sections and the player's input: the last, or the one before an author's
+    # note placed after it (depth 0).
+    input_at: int = -1
 
     @property
     def prompt_tokens(self):
@@ -101,7 +108,8 @@ def build(campaign, path, action, *, model="", api="", seed=None, query=None, me
     (a game master's turn, ``voices.gm.headroom``): it comes out of the room the high watermark
     leaves free first (``budget.watermarks``), so the story keeps its length while it fits.
     """
-    stable, has_knowledge, standing_dropped = _stable_prefix(campaign)
+    name = layers.player_name(campaign)
+    stable, has_knowledge, standing_dropped = _stable_prefix(campaign, name)
     system_text = "\n\n".join(section.text for section in stable)
     stable_hash = checkpoints.prefix_hash(system_text)
     lookup = checkpoints.look_up(path, stable_hash)
@@ -109,14 +117,16 @@ def build(campaign, path, action, *, model="", api="", seed=None, query=None, me
     state_text, current = _turn_state(campaign, path, action)
     evoked, events_report = events_section.section(campaign, path, action, events_query, lookup.checkpoint,
                                                    current=current)
-    tail = [*remembered, *([evoked] if evoked else []), *_state_section(campaign, path, state_text, current),
-            *_dynamic_tail(action)]
+    tail = _filled([*remembered, *([evoked] if evoked else []), *_state_section(campaign, path, state_text, current),
+                    *_dynamic_tail(action)], name)
     for section in stable + tail:
         section.tokens = tokens.count(section.text)
 
     tail_text = "\n\n".join(section.text for section in tail)
+    note, note_section = _author_note(path, name)
     protected = (
         tokens.count(system_text) + tokens.count(tail_text) + 2 * budget.MESSAGE_OVERHEAD
+        + (note_section.tokens + budget.MESSAGE_OVERHEAD if note_section else 0)
     )
     allowance = budget.history_allowance(campaign.context_token_budget, campaign.max_output_tokens, protected)
     if headroom > allowance:
@@ -126,6 +136,7 @@ def build(campaign, path, action, *, model="", api="", seed=None, query=None, me
     if has_knowledge:
         found, knowledge_report = knowledge.retrieved_sections(
             campaign, query or knowledge_query(campaign, path, action), allowance)
+        found = _filled(found, name)
         # Elastic, after the memories: memories -> knowledge -> state -> direction -> input.
         tail = [*remembered, *found, *tail[len(remembered):]]
         tail_text = "\n\n".join(section.text for section in tail)
@@ -133,13 +144,18 @@ def build(campaign, path, action, *, model="", api="", seed=None, query=None, me
     allowance -= knowledge_tokens
 
     branch = _branch_context(path, lookup, stable_hash, allowance, compact_above, headroom)
-    history, history_messages = _history_section(branch.rows, branch.rounds)
+    history, history_messages = _history_section(branch.rows, branch.rounds, name)
     summary_messages = [{"role": "system", "content": branch.summary.text}] if branch.summary else []
 
     messages = [{"role": "system", "content": system_text}, *summary_messages, *history_messages,
                 {"role": "user", "content": tail_text}]
-    sections = [*stable, *([branch.summary] if branch.summary else []), history, *tail]
+    messages, tail_start, placed = _with_note(messages, 1 + len(summary_messages), note, note_section)
+    note_sections = [note_section] if note_section else []
+    sections = [*stable, *([branch.summary] if branch.summary else []), history,
+                *(note_sections if placed < len(messages) - 1 else []), *tail,
+                *(note_sections if placed == len(messages) - 1 else [])]
     report = _report(campaign, path, action, sections, protected, allowance, history, [], model, api, seed)
+    report["author_note"] = _note_report(note, note_section, messages, placed, path)
     if headroom:
         report["budget"]["game_master_headroom"] = headroom
         report["budget"]["unused"] -= headroom
@@ -149,23 +165,81 @@ def build(campaign, path, action, *, model="", api="", seed=None, query=None, me
     report["events"] = events_report
     if has_knowledge:
         _report_knowledge(report, sections, knowledge_report, standing_dropped, knowledge_tokens)
-    return Context(messages=messages, sections=sections, report=report)
+    return Context(messages=messages, sections=sections, report=report, tail_start=tail_start,
+                   input_at=len(messages) - (2 if placed == len(messages) - 1 else 1))
 
 
-def _stable_prefix(campaign):
-    """Return the stable prefix's sections, whether the campaign has knowledge, and the standing knowledge left out."""
+def _author_note(path, name):
+    """Return the author's note holding on ``path``, and its Section when this turn is given it (else None)."""
+    note = notes.note_for(path)
+    if note is None or not note.due(_turn_of(path)):
+        return note, None
+    section = layers.author_note(note, name)
+    section.tokens = tokens.count(section.text)
+    return note, section
+
+
+def _turn_of(path):
+    """Return the number of the turn played after ``path`` (1 for the first)."""
+    return path.head_depth // 2 + 1
+
+
+def _with_note(messages, first, note, section):
+    """Return (messages, the tail's first index, the note's index or -1): the note ``note.depth`` messages from the
+    end (0: after the player's input), never before the ``first`` messages (the system prompt and summary).
+
+    The note and everything after it are the dynamic tail: the next turn's
+    prompt shares the messages before it, so a note at depth 0 or 1 costs
+    the cache nothing, and a deeper one the messages it sits above.
+    """
+    last = len(messages) - 1
+    if section is None:
+        return messages, last, -1
+    at = max(first, len(messages) - note.depth)
+    placed = [*messages[:at], {"role": note.role, "content": section.text}, *messages[at:]]
+    return placed, min(at, last), at
+
+
+def _note_report(note, section, messages, placed, path):
+    """Say what the note is, whether this turn was given it, exactly where, what it cost, and when it comes next."""
+    if note is None:
+        return None
+    turn = _turn_of(path)
+    report = {"text": note.text, "depth": note.depth, "interval": note.interval, "role": note.role,
+              "branch": note.branch_id, "turn": turn, "due": section is not None,
+              "next_turn": note.next_turn(turn + 1)}
+    if section is None:
+        return report
+    before = messages[placed - 1] if placed > 0 else None
+    reread = messages[placed + 1:-1] if placed < len(messages) - 1 else []
+    return {**report, "index": placed, "from_end": len(messages) - 1 - placed, "tokens": section.tokens,
+            "after": {"role": before["role"], "text": before["content"][-160:]} if before else None,
+            # What the next turn reads again beyond its own new messages: the story messages under the note.
+            "reread_tokens": sum(tokens.count(m["content"]) + budget.MESSAGE_OVERHEAD for m in reread)}
+
+
+def _stable_prefix(campaign, name):
+    """Return the stable prefix's sections (``{{user}}`` read as ``name``), whether the campaign has knowledge, and
+    the standing knowledge left out."""
     stable = [layers.narrator_rules(campaign), layers.campaign_profile(campaign)]
     canon = layers.canon(list(CanonRule.objects.filter(campaign=campaign, enabled=True)))
     if canon:
         stable.append(canon)
     has_knowledge = knowledge.has_knowledge(campaign)
     standing_dropped = _standing_knowledge(campaign, stable) if has_knowledge else []
-    return stable, has_knowledge, standing_dropped
+    return _filled(stable, name), has_knowledge, standing_dropped
+
+
+def _filled(sections, name):
+    """Return ``sections`` with ``{{user}}`` in their text read as ``name`` (the player character's name)."""
+    for section in sections:
+        section.text = layers.fill_user(section.text, name)
+    return sections
 
 
 def prefix_hash(campaign):
     """Return the hash of the stable prefix a build for ``campaign`` would send now (what a checkpoint is bound to)."""
-    stable, _, _ = _stable_prefix(campaign)
+    stable, _, _ = _stable_prefix(campaign, layers.player_name(campaign))
     return checkpoints.prefix_hash("\n\n".join(section.text for section in stable))
 
 
@@ -345,8 +419,8 @@ def _tokens_through(path, depths):
         return dict(cursor.fetchall())
 
 
-def _history_section(rows, rounds):
-    messages = [message for _, _, pk, role, mode, text in rows
+def _history_section(rows, rounds, name):
+    messages = [{**message, "content": layers.fill_user(message["content"], name)} for _, _, pk, role, mode, text in rows
                 for message in messages_for(role, mode, text, rounds.get(pk, ()))]
     text = "\n\n".join(f"[{m['role']}] {m['content']}" for m in messages)
     section = Section(

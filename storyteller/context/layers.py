@@ -4,6 +4,7 @@ Everything here is a pure rendering of campaign settings and story text; the
 builder decides what goes in and in which order.
 """
 
+import re
 from dataclasses import dataclass, field
 
 from django.db import connection
@@ -119,6 +120,17 @@ def narration_of(rounds):
     return outputs[-1]["text"] if outputs and outputs[-1].get("speaker") == GM_SPEAKER else None
 
 
+def author_note(note, name):
+    """Render the author's note (``campaigns.notes.Note``) as the voice it is given in: framed as the player's
+    standing direction when it speaks to the narrator, as written otherwise."""
+    text = fill_user(note.text.strip(), name)
+    if note.role == "system":
+        text = f"Author's note (the player's standing direction for the story; it is not a fact of the story):\n{text}"
+    return Section("author_note", "Author's note", "player direction", DYNAMIC_TAIL, text, protected=True,
+                   components=[{"type": "author_note", "depth": note.depth, "interval": note.interval,
+                                "role": note.role, "branch": note.branch_id}])
+
+
 def render_direction(direction):
     return (
         "One-turn direction from the player (out of character; follow it for this reply only, "
@@ -133,11 +145,38 @@ def narrator_rules(campaign):
     return Section("narrator_rules", "Narrator rules", "system", STABLE_PREFIX, text, protected=True)
 
 
+# {{user}} (and SillyTavern's older <USER>) in any text the narrator reads: the name of the player's character.
+USER_MACRO = re.compile(r"\{\{user\}\}|<user>", re.IGNORECASE)
+# A protagonist line up to its first comma ("Aldric, a wandering scribe") is a name when it is this short.
+NAME_CHARS = 60
+
+
+def player_name(campaign):
+    """Return the name of the player's character: the campaign's persona's, else the protagonist's first words."""
+    if campaign.persona_id and campaign.persona.name.strip():
+        return campaign.persona.name.strip()
+    first = campaign.protagonist.split(",")[0].strip()
+    return first if first and len(first) <= NAME_CHARS else "you"
+
+
+def fill_user(text, name):
+    """Return ``text`` with ``{{user}}`` (and ``<USER>``) read as ``name``."""
+    return USER_MACRO.sub(lambda _: name, text) if "{" in text or "<" in text else text
+
+
 def campaign_profile(campaign):
+    persona = campaign.persona if campaign.persona_id else None
+    character = campaign.protagonist if persona is None else f"{persona.name} — {campaign.protagonist}"
     lines = [
         f"Title: {campaign.title}",
         f"Genre: {campaign.genre or 'unspecified'}",
-        f"The player's character: {campaign.protagonist}",
+        f"The player's character: {character}",
+    ]
+    if persona is not None:
+        lines.append(f"Call the player's character {persona.name}; other characters know them by that name.")
+        if persona.description.strip():
+            lines.append(f"About {persona.name} (the player's own description): {persona.description.strip()}")
+    lines += [
         "",
         "Style (the player's durable preferences):",
         f"- Narrate in the {POINT_OF_VIEW.get(campaign.point_of_view, campaign.point_of_view)}.",

@@ -31,8 +31,9 @@ from .base import (
     tls_context,
 )
 from .builtin import BUILTIN_MODEL, BuiltinNarrator, model_path
+from . import ollama, openai
 from .ollama import OllamaClient
-from .openai import OpenAIClient, forget_servers
+from .openai import OpenAIClient
 from .scripted import ScriptedNarrator
 
 __all__ = [
@@ -75,6 +76,12 @@ PROBE_TTL = 10.0
 
 _probes: dict[str, tuple[float, bool]] = {}
 _probes_lock = threading.Lock()
+
+
+def forget_servers():
+    """Forget what was learned about every server (a test's server may reuse an earlier one's port)."""
+    openai.forget_servers()
+    ollama.forget_thinking()
 
 
 def default_narrator_model() -> str:

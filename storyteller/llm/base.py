@@ -31,11 +31,16 @@ class ChatOptions:
     temperature: float = 0.8
     seed: int | None = None
     stop: tuple[str, ...] = ()
+    # A reasoning model's thinking: None leaves it to the server; False asks the model not to think, where the
+    # server takes the request (Ollama's ``think``). Every structured request asks for False.
+    think: bool | None = None
 
 
 @dataclass(frozen=True)
 class Chunk:
     text: str = ""
+    thinking: str = ""  # a reasoning model's thinking (storyteller.llm.thinking): never part of ``text``
+    taken_back: bool = False  # ``thinking`` is every text chunk before it: they were thinking, not the reply
     done: bool = False
     done_reason: str | None = None  # "stop", "length", ...
     prompt_eval_count: int | None = None  # server-reported, on the final chunk

@@ -29,6 +29,13 @@ server with one slot does: the others wait in line. Chunks count as tokens: `num
 reply short with done_reason "length", and prompt_eval_count is the number of
 whitespace-separated words in the messages.
 
+A reasoning model's reply is scripted as `Thought(thinking, text, form)`, in the form a server sends it:
+"field" (Ollama's message.thinking, an OpenAI-compatible server's reasoning_content), "tags"
+(`<think>…</think>` before the text, each tag split between two chunks) or "open" (only the closing tag, as a
+chat template that opened the block in the prompt leaves it); an Ollama request with `"think": false` gets the
+text alone, as a model that was asked not to think. `refuse_think()` answers any Ollama request carrying `think`
+as Ollama answers one for a model that cannot think (400), until `refuse_think(False)`.
+
 Every request is recorded in `server.requests`, every streamed chunk with its
 `time.perf_counter()` write time in `server.chunks`, and every stream the
 client closed before its end in `server.cancelled`. Embeddings are
@@ -114,14 +121,39 @@ class _Failure:
     status: int = 0  # fail_request
 
 
+THINKING_FORMS = ("field", "tags", "open")
+
+
+@dataclass(frozen=True)
+class Thought:
+    """A scripted reply of a reasoning model: its thinking, then its text (none: a reply that is only thinking)."""
+
+    thinking: str
+    text: str = ""
+    form: str = "field"  # one of THINKING_FORMS
+
+    def __post_init__(self):
+        if self.form not in THINKING_FORMS:
+            raise ValueError(f"form must be one of {THINKING_FORMS}, not {self.form!r}")
+
+
 @dataclass
 class _Reply:
     chunks: list[str]
     done_reason: str = "stop"
+    thinking: set[int] = field(default_factory=set)  # the indexes of the chunks that are thinking (form "field")
 
     @property
     def text(self) -> str:
-        return "".join(self.chunks)
+        return "".join(chunk for index, chunk in enumerate(self.chunks) if index not in self.thinking)
+
+    @property
+    def thought(self) -> str:
+        return "".join(self.chunks[index] for index in sorted(self.thinking))
+
+    def parts(self) -> list[tuple[str, bool]]:
+        """Return (chunk, whether it is thinking) in order."""
+        return [(chunk, index in self.thinking) for index, chunk in enumerate(self.chunks)]
 
 
 @dataclass
@@ -150,6 +182,7 @@ class FakeModelServer:
         self._failures: dict[str, _Failure] = {}
         self._delay = 0.0
         self._json_delay = 0.0
+        self._refuse_think = False
         self._slots = threading.Semaphore(self.slots) if self.slots else None
         self._lock = threading.Lock()
         self._stopping = threading.Event()
@@ -245,6 +278,10 @@ class FakeModelServer:
         """End the next OpenAI stream without its "data: [DONE]" line, as some servers do."""
         self._set("omit_done", _Failure(persistent))
 
+    def refuse_think(self, refused: bool = True):
+        """Answer an Ollama request carrying ``think`` with 400, as Ollama does for a model that cannot think."""
+        self._refuse_think = refused
+
     def clear_failures(self):
         """Forget every scripted failure, persistent ones included."""
         with self._lock:
@@ -263,6 +300,7 @@ class FakeModelServer:
                 queue.clear()
             self._failures.clear()
         self._delay = self._json_delay = 0.0
+        self._refuse_think = False
 
     def chunk_delay(self, seconds: float):
         """Wait `seconds` before each streamed chunk after the first, until changed."""
@@ -333,7 +371,8 @@ class FakeModelServer:
                 del self._failures[kind]
             return failure
 
-    def _next_reply(self, schema: dict | None, limit: int | None, messages: list | None = None) -> _Reply:
+    def _next_reply(self, schema: dict | None, limit: int | None, messages: list | None = None,
+                    think: bool | None = None) -> _Reply:
         with self._lock:
             queue = self._json_replies if schema is not None else self._replies
             properties = (schema or {}).get("properties") or {}
@@ -352,10 +391,14 @@ class FakeModelServer:
             scripted = json.dumps(example_for(schema)) if schema else self.default_reply
         if isinstance(scripted, dict):
             scripted = json.dumps(scripted)
-        chunks = list(scripted) if isinstance(scripted, list) else re.findall(r"\s*\S+|\s+", scripted)
+        thought = set()
+        if isinstance(scripted, Thought):
+            chunks, thought = _thought_chunks(scripted, think)
+        else:
+            chunks = list(scripted) if isinstance(scripted, list) else _words(scripted)
         if limit is not None and 0 <= limit < len(chunks):
-            return _Reply(chunks[:limit], done_reason="length")
-        return _Reply(chunks)
+            return _Reply(chunks[:limit], done_reason="length", thinking={i for i in thought if i < limit})
+        return _Reply(chunks, thinking=thought)
 
     def _vector(self, text: str) -> list[float]:
         return self.stubs.embed(text) if self.stubs is not None else vector_for(text)
@@ -379,6 +422,27 @@ class FakeModelServer:
     def _record_cancel(self):
         with self._lock:
             self.cancelled += 1
+
+
+def _words(text: str) -> list[str]:
+    """Return ``text`` as the chunks it streams in: words that keep their leading spaces."""
+    return re.findall(r"\s*\S+|\s+", text)
+
+
+def _thought_chunks(thought: Thought, think: bool | None) -> tuple[list[str], set[int]]:
+    """Return the chunks of a reasoning model's reply in its form, and which of them are thinking (form "field").
+
+    Asked not to think (``think`` False), the model writes its text alone.
+    """
+    text = _words(thought.text)
+    if think is False:
+        return text, set()
+    thinking = _words(thought.thinking)
+    if thought.form == "field":
+        return thinking + text, set(range(len(thinking)))
+    if thought.form == "tags":
+        return ["<thi", "nk>", *thinking, "</th", "ink>\n\n", *text], set()
+    return [*thinking, "</think>\n\n", *text], set()
 
 
 def voice_default(schema: dict, messages: list):
@@ -593,9 +657,12 @@ class _Handler(BaseHTTPRequestHandler):
         self._send_json(404, {"detail": "Not Found"})
 
     def _api_chat(self, fake, body):
+        if fake._refuse_think and "think" in body:
+            self._send_json(400, {"error": f'"{body.get("model")}" does not support thinking'})
+            return
         options = body.get("options") or {}
         schema = body.get("format") if isinstance(body.get("format"), dict) else None
-        reply = fake._next_reply(schema, options.get("num_predict"), body.get("messages"))
+        reply = fake._next_reply(schema, options.get("num_predict"), body.get("messages"), body.get("think"))
         prompt_tokens = _prompt_tokens(body.get("messages", []))
         final = {
             "model": body.get("model"),
@@ -607,17 +674,20 @@ class _Handler(BaseHTTPRequestHandler):
             "eval_count": len(reply.chunks),
         }
         if not body.get("stream", True):
-            self._send_json(200, final | {"message": {"role": "assistant", "content": reply.text}})
+            message = {"role": "assistant", "content": reply.text} | ({"thinking": reply.thought} if reply.thought
+                                                                       else {})
+            self._send_json(200, final | {"message": message})
             return
 
-        def line(text):
-            message = {"role": "assistant", "content": text}
+        def line(text, thought):
+            message = {"role": "assistant", "content": "", "thinking": text} if thought else {
+                "role": "assistant", "content": text}
             part = {"model": body.get("model"), "created_at": _now(), "message": message, "done": False}
             return json.dumps(part) + "\n"
 
         self._stream(
             "application/x-ndjson",
-            [(text, line(text)) for text in reply.chunks],
+            [(text, line(text, thought)) for text, thought in reply.parts()],
             closing=[json.dumps(final | {"message": {"role": "assistant", "content": ""}}) + "\n"],
             error=lambda message: json.dumps({"error": message}) + "\n",
         )
@@ -637,7 +707,8 @@ class _Handler(BaseHTTPRequestHandler):
         }
         head = {"id": "chatcmpl-fake", "created": int(time.time()), "model": body.get("model")}
         if not body.get("stream"):
-            message = {"role": "assistant", "content": reply.text}
+            message = {"role": "assistant", "content": reply.text} | (
+                {"reasoning_content": reply.thought} if reply.thought else {})
             choice = {"index": 0, "message": message, "finish_reason": reply.done_reason}
             self._send_json(200, head | {"object": "chat.completion", "choices": [choice], "usage": usage})
             return
@@ -658,7 +729,8 @@ class _Handler(BaseHTTPRequestHandler):
             closing.append("data: [DONE]\n\n")
         self._stream(
             "text/event-stream",
-            opening + [(text, event({"content": text})) for text in reply.chunks],
+            opening + [(text, event({"reasoning_content": text} if thought else {"content": text}))
+                       for text, thought in reply.parts()],
             closing=closing,
             error=lambda message: sse({"error": {"message": message, "type": "server_error"}}),
         )

@@ -1,11 +1,13 @@
 """The Ollama client: /api/chat, /api/embed, /api/show and /api/tags over httpx."""
 
 import json
+import threading
 from collections.abc import AsyncIterator
+from dataclasses import replace
 
 import httpx
 
-from . import structured
+from . import structured, thinking
 from .base import (
     READ_TIMEOUT,
     ChatOptions,
@@ -23,6 +25,19 @@ from .base import (
 STRUCTURED = "format with the schema — Ollama holds every reply to the schema"
 
 _START_HINT = "Start it with `ollama serve`, or set STORYTELLER_LLM_URL to where it runs."
+
+# What Ollama answers a request with ``think`` for a model that cannot think (HTTP 400).
+THINK_REFUSED = "does not support thinking"
+
+# (url, model) of the models this process learned refuse ``think``: they are asked without it.
+_refuse_think: set[tuple[str, str]] = set()
+_refuse_think_lock = threading.Lock()
+
+
+def forget_thinking():
+    """Forget which models refused ``think`` (a test's server may reuse an earlier one's port)."""
+    with _refuse_think_lock:
+        _refuse_think.clear()
 
 
 class OllamaClient:
@@ -48,14 +63,19 @@ class OllamaClient:
                     if response.status_code != 200:
                         await response.aread()
                         self._raise_for(response)
+                    splitter = thinking.Splitter()
                     async for line in response.aiter_lines():
                         if not line.strip():
                             continue
                         part = self._parse_line(line)
-                        text = part.get("message", {}).get("content") or ""
-                        if text:
-                            yield Chunk(text=text)
+                        message = part.get("message") or {}
+                        if message.get("thinking"):
+                            yield Chunk(thinking=message["thinking"])
+                        for chunk in thinking.chunks(splitter.feed(message.get("content") or "")):
+                            yield chunk
                         if part.get("done"):
+                            for chunk in thinking.chunks(splitter.close()):
+                                yield chunk
                             yield Chunk(
                                 done=True,
                                 done_reason=part.get("done_reason"),
@@ -69,9 +89,12 @@ class OllamaClient:
         )
 
     async def complete_json(self, messages: list[dict], schema: dict, options: ChatOptions) -> dict:
+        """Return the reply as JSON that matches `schema`; a reasoning model is asked not to think first."""
         async def ask(sent):
-            reply = await self._post("/api/chat", self._chat_body(sent, options, stream=False) | {"format": schema})
-            return reply.get("message", {}).get("content", ""), reply.get("done_reason")
+            body = self._chat_body(sent, replace(options, think=False), stream=False) | {"format": schema}
+            reply = await self._chat(body)
+            _, text = thinking.split(reply.get("message", {}).get("content", ""))
+            return text, reply.get("done_reason")
 
         return await structured.checked(ask, messages, schema, model=self.model, limit=options.num_predict)
 
@@ -113,18 +136,34 @@ class OllamaClient:
             sent["seed"] = options.seed
         if options.stop:
             sent["stop"] = list(options.stop)
-        return {
+        body = {
             "model": self.model,
             "messages": messages,
             "stream": stream,
             "keep_alive": self.keep_alive,
             "options": sent,
         }
+        with _refuse_think_lock:
+            refused = (self.url, self.model) in _refuse_think
+        if options.think is not None and not refused:
+            body["think"] = options.think
+        return body
+
+    async def _chat(self, body: dict) -> dict:
+        """POST /api/chat; a model that refuses ``think`` is remembered, and asked again without it."""
+        try:
+            return await self._post("/api/chat", body)
+        except _ThinkRefused:
+            with _refuse_think_lock:
+                _refuse_think.add((self.url, self.model))
+            return await self._post("/api/chat", {k: v for k, v in body.items() if k != "think"})
 
     async def _post(self, path: str, body: dict) -> dict:
         with self._errors():
             async with client_for(self.timeout) as client:
                 response = await client.post(f"{self.url}{path}", json=body)
+        if response.status_code == 400 and "think" in body and THINK_REFUSED in response.text:
+            raise _ThinkRefused()
         if response.status_code != 200:
             self._raise_for(response)
         return response.json()
@@ -159,6 +198,10 @@ class OllamaClient:
 
     def _errors(self):
         return translate_http_errors(self.url, _START_HINT, self.timeout)
+
+
+class _ThinkRefused(Exception):
+    """The model cannot think, and Ollama refuses a request that says whether it should."""
 
 
 def _error_text(response: httpx.Response) -> str:

@@ -13,7 +13,7 @@ from collections.abc import AsyncIterator
 
 import httpx
 
-from . import structured
+from . import structured, thinking
 from .base import (
     READ_TIMEOUT,
     ChatOptions,
@@ -78,6 +78,7 @@ class OpenAIClient:
         finish_reason = None
         usage = {}
         parts = []
+        splitter = thinking.Splitter()
         with self._errors():
             # Leaving the `async with` closes the connection, which is how an
             # OpenAI-compatible server learns to stop generating.
@@ -95,11 +96,18 @@ class OpenAIClient:
                         event = self._parse_event(data)
                         usage = event.get("usage") or usage
                         for choice in event.get("choices") or []:
-                            text = (choice.get("delta") or {}).get("content")
-                            if text:
-                                parts.append(text)
-                                yield Chunk(text=text)
+                            delta = choice.get("delta") or {}
+                            # llama.cpp, DeepSeek and vLLM send reasoning_content; newer vLLM "reasoning".
+                            reasoning = delta.get("reasoning_content") or delta.get("reasoning")
+                            if reasoning:
+                                yield Chunk(thinking=reasoning)
+                            for chunk in thinking.chunks(splitter.feed(delta.get("content") or "")):
+                                _gather(parts, chunk)
+                                yield chunk
                             finish_reason = choice.get("finish_reason") or finish_reason
+        for chunk in thinking.chunks(splitter.close()):
+            _gather(parts, chunk)
+            yield chunk
         # Some servers end the stream without "[DONE]"; a finish_reason is
         # proof enough that the reply is whole.
         if finish_reason is None:
@@ -229,7 +237,8 @@ class OpenAIClient:
         structured.remember(self.url, self.model, mode)
         try:
             choice = response.json()["choices"][0]
-            return choice["message"]["content"] or "", choice.get("finish_reason")
+            _, text = thinking.split(choice["message"]["content"] or "")
+            return text, choice.get("finish_reason")
         except (ValueError, KeyError, IndexError, TypeError) as error:
             raise NarratorError(
                 f"The model server at {self.url} answered /chat/completions without a message; "
@@ -248,6 +257,10 @@ class OpenAIClient:
             body["seed"] = options.seed
         if options.stop:
             body["stop"] = list(options.stop)
+        if messages and messages[-1].get("role") == "assistant":
+            # Go on from the unfinished last message rather than answer it: vLLM's names for it; llama.cpp's
+            # server continues a final assistant message by itself and ignores them.
+            body |= {"continue_final_message": True, "add_generation_prompt": False}
         return body
 
     async def _models(self) -> list[dict]:
@@ -309,6 +322,14 @@ class OpenAIClient:
 
     def _errors(self):
         return translate_http_errors(self.url, _START_HINT, self.timeout)
+
+
+def _gather(parts, chunk):
+    """Keep the reply's text of ``chunk`` in ``parts`` (what the reply's tokens are counted from)."""
+    if chunk.taken_back:
+        parts.clear()
+    elif chunk.text:
+        parts.append(chunk.text)
 
 
 class _Rejected(Exception):

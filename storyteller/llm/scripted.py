@@ -8,6 +8,7 @@ from collections import deque
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 
+from . import thinking
 from .base import ChatOptions, Chunk, ModelInfo, parse_json_reply
 
 DEFAULT_REPLY = "The story continues."
@@ -54,11 +55,15 @@ class ScriptedNarrator:
         done_reason = "stop"
         if len(chunks) > options.num_predict:
             chunks, done_reason = chunks[: options.num_predict], "length"
+        splitter = thinking.Splitter()  # a scripted reasoning model's <think> block, as a server's clients split it
         try:
             for chunk in chunks:
                 if isinstance(chunk, BaseException):
                     raise chunk
-                yield Chunk(text=chunk)
+                for piece in thinking.chunks(splitter.feed(chunk)):
+                    yield piece
+            for piece in thinking.chunks(splitter.close()):
+                yield piece
         except GeneratorExit:
             self.cancelled += 1
             raise

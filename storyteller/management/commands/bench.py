@@ -836,7 +836,8 @@ def _measure_eviction(campaign, count, repeat):
 
 def _bench_checkpoint(sizes, repeat):
     """Checkpoint eligibility on a 5,000-node tree, and prompt-prefix reuse over a 200-turn story (issue 4)."""
-    return [*_measure_checkpoint_lookup(repeat), _measure_prefix_reuse(PREFIX_REUSE_TURNS)]
+    return [*_measure_checkpoint_lookup(repeat), _measure_prefix_reuse(PREFIX_REUSE_TURNS),
+            _measure_prefix_reuse(PREFIX_REUSE_TURNS, note=True)]
 
 
 CHECKPOINT_TREE_TURNS = 2_500  # 5,000 nodes on the line, with an abandoned side branch every 100 turns
@@ -873,9 +874,13 @@ def _measure_checkpoint_lookup(repeat):
             _row("checkpoint, fresh", size, checked, "with the source hash of ~4,900 nodes checked again")]
 
 
-def _measure_prefix_reuse(turns, layout="narrator"):
+def _measure_prefix_reuse(turns, layout="narrator", note=False):
     """Play ``turns`` turns (a summary written by hand stands in for the summariser); measure what each prompt
     shares with the previous one.
+
+    With ``note`` the story has an author's note at depth 2 every 3 turns
+    (issue 26): a prompt's tail then starts at the note when it has one, and
+    the turn after it reads the reply under the note again.
 
     With the ``"game master"`` layout each turn is a game master's, laid out
     and committed by ``voices.gm``'s own functions (a round in which two
@@ -889,7 +894,7 @@ def _measure_prefix_reuse(turns, layout="narrator"):
     """
     from django.contrib.auth import get_user_model
 
-    from campaigns import lineage, story
+    from campaigns import lineage, notes, story
     from campaigns.models import Campaign
     from memory import checkpoints
     from storyteller import context, tokens
@@ -899,7 +904,11 @@ def _measure_prefix_reuse(turns, layout="narrator"):
     campaign = story.start_campaign(Campaign.objects.create(
         owner=user, title="Prefix reuse", protagonist="Edrin", opening=REPLIES[0],
         context_token_budget=4096, max_output_tokens=300))
+    if note:
+        notes.save_note(campaign, text="Keep the rain in every scene; Edrin is being watched.", depth=2, interval=3,
+                        role="system", branch_only=False)
     previous, shares, builds, steps = None, [], [], []
+    previous_tail = -1
     breaks = rotations = 0
     last_checkpoint = None
     for turn in range(turns):
@@ -927,12 +936,13 @@ def _measure_prefix_reuse(turns, layout="narrator"):
                     rotations += checkpoint != last_checkpoint
                     # A game master's step starts with the whole of the last narration's prompt (history renders
                     # the turn as it had it); a narrator's with all of the last prompt but its tail.
-                    breaks += not current.startswith(_rendered(previous if layout == "game master" else previous[:-1]))
+                    breaks += not current.startswith(_rendered(previous if layout == "game master"
+                                                               else previous[:previous_tail]))
                 common = len(_common_prefix(_rendered(previous), current))
                 shares.append(tokens.count(current[:common]) / tokens.count(current))
                 if n == 0:
                     steps.append(shares[-1])
-            previous = messages
+            previous, previous_tail = messages, ctx.tail_start
         last_checkpoint = checkpoint
         text = f"{REPLIES[turn % 4]} ({turn})"
         reply = story.Reply(text=text, tokens=context.node_tokens("narrator", "", text), report={}, model="bench",
@@ -949,6 +959,7 @@ def _measure_prefix_reuse(turns, layout="narrator"):
                 gm.commit(node, played, text)
         campaign.refresh_from_db()
     name = "prefix reuse" if layout == "narrator" else "prefix reuse, GM"
+    name += ", author's note" if note else ""
     note = (f"reused share median {statistics.median(shares):.1%}, min {min(shares):.1%}; "
             f"{breaks} breaks, {rotations} rotations")
     if layout == "game master":

@@ -6,7 +6,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('campaigns', '0010_offstage_runs'),
+        ('campaigns', '0011_evening_controls'),
     ]
 
     operations = [
