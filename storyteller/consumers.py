@@ -25,7 +25,7 @@ from campaigns import acting, lineage
 from campaigns.forms import ActionForm
 from campaigns.models import Campaign, Node
 
-from . import editing, turns, warming
+from . import editing, llm, turns, warming
 from .steps import postturn
 from .context import Action
 from .views import STORY_WINDOW, controls_context, mark_rounds, mark_versions
@@ -39,7 +39,8 @@ TAKEN_BACK_FRAGMENT = '<span id="pending-text" hx-swap-oob="innerHTML"></span>'
 # A draft of the player's next move, on its way into the action box (play.js moves it there).
 DRAFT_FRAGMENT = '<span id="draft-stream" hx-swap-oob="beforeend">{}</span>'
 VOICES_FRAGMENT = '<div id="pending-voices" hx-swap-oob="beforeend">{}</div>'
-NOTICE_FRAGMENT = '<div id="turn-notice" class="notice" role="status" hx-swap-oob="true">{}</div>'
+# What a turn waits for (a summary, the model loading, background work letting go); the page counts its seconds.
+NOTICE_FRAGMENT = '<div id="turn-notice" class="notice" role="status" data-waiting hx-swap-oob="true">{}</div>'
 
 # The form fields a message may carry; each, when present, must be a string. A click on Here or the map
 # ("act") names what it acts on: an exit's slot, an item's, a receiver's or a place's key, and the spot the click
@@ -61,6 +62,9 @@ DRAFTED = "A draft of your next move is in the box: change it as you like, and s
 DRAFT_STOPPED = "Stopped: what was drafted is in the box; nothing was sent."
 UNSHOWN = ("The reply was saved, but the page could not show it ({error}); the story has been read again. "
            "If this keeps happening, the app's console says more.")
+# Daphne refuses a websocket frame over 1 MiB; the end of a turn carries its new nodes only while it stays well
+# under that, and otherwise has the page read the story again over HTTP (a reply of 1 MiB once left it stuck).
+MAX_FRAME_BYTES = 512 * 1024
 
 
 class PlayConsumer(AsyncJsonWebsocketConsumer):
@@ -112,6 +116,7 @@ class PlayConsumer(AsyncJsonWebsocketConsumer):
         elif kind == "act":
             await self._act_on_world(content)
         elif kind == "retry":
+            llm.supervisor.allow_restart()  # the person asks again: a built-in narrator that stopped restarting may
             self._start(self._play(None, retry=True))
         elif kind == "continue":
             self._start(self._continue(), stop_keeps=True)
@@ -231,9 +236,12 @@ class PlayConsumer(AsyncJsonWebsocketConsumer):
         await self.channel_layer.group_send(self.group, {"type": "story.changed", "sender": self.channel_name})
 
     async def _end(self, turn, outcome, **details):
-        """Send the end of the turn; if even that cannot be rendered, say so and have the page read the story again."""
+        """Send the end of the turn; if it cannot be rendered or sent whole, say so and have the page read the
+        story again (over HTTP, which carries a reply of any size)."""
         try:
             html = await _render_end(self.campaign_id, turn, outcome, **details)
+            if len(html.encode()) > MAX_FRAME_BYTES:
+                html = await _render_end(self.campaign_id, turn, outcome, **{**details, "refresh": True}, nodes=False)
         except Exception as error:
             logger.exception("The end of a turn could not be rendered for campaign %s", self.campaign_id)
             message = UNSHOWN if outcome == "committed" else UNEXPECTED
@@ -241,7 +249,16 @@ class PlayConsumer(AsyncJsonWebsocketConsumer):
         # The end re-enables Send on the page: from here the turn is over for the socket too, whatever its task
         # still does (telling other tabs the story moved), so the next action is not refused as "still written".
         self.turn = None
-        await self.send(text_data=html)
+        try:
+            await self.send(text_data=html)
+        except Exception as error:
+            logger.exception("The end of a turn could not be sent for campaign %s", self.campaign_id)
+            message = UNSHOWN if outcome == "committed" else UNEXPECTED
+            try:
+                await self.send(text_data=_render_fallback(self.campaign_id, outcome, message.format(
+                    error=_name(error))))
+            except Exception:
+                logger.exception("Nor could the words saying so; the page reads the story when it reconnects")
 
     async def _relay(self, text):
         await self.send(text_data=format_html(CHUNK_FRAGMENT, text))
@@ -358,19 +375,20 @@ def _render_start(campaign_id, turn):
 
 
 @database_sync_to_async
-def _render_end(campaign_id, turn, outcome, *, error="", notice="", result=None, refresh=False):
+def _render_end(campaign_id, turn, outcome, *, error="", notice="", result=None, refresh=False, nodes=True):
     """Render ``campaigns/_turn_end.html``: the new nodes (or the replaced reply back), controls and messages.
 
     An edited action that did not commit has the page read the story again: what it took off comes back.
+    Without ``nodes`` the pending ones are taken off and the page reads the story again instead.
     """
     campaign = Campaign.objects.get(pk=campaign_id)
     refresh = refresh or (turn.edit_of is not None and turn.started and result is None)
     player = reply = None
-    if result is not None:
+    if nodes and result is not None:
         reply = Node.objects.get(pk=result.node_id)
         if not turn.replaces_reply:
             player = Node.objects.get(branch_id=reply.branch_id, depth=reply.depth - 1)
-    elif turn.started and turn.replaced is not None:
+    elif nodes and turn.started and turn.replaced is not None:
         reply = turn.replaced  # a retry that did not commit: the reply it was to replace comes back
     mark_rounds(mark_versions(campaign_id, [node for node in (player, reply) if node is not None]))
     return render_to_string("campaigns/_turn_end.html", {
