@@ -4,8 +4,10 @@ Seed 002 「地点」, 「关系」, 「实体知识」 and 「物品」. Pure: 
 values in, plain values out; no database and no model. The state kinds:
 
 - ``exit:<from>:<key>`` — a directed exit; value = the destination place;
-  data ``{label, state: open|locked|blocked, opener, travel_seconds, hidden}``.
-  A passage both ways is two exits.
+  data ``{label, state: open|locked|blocked, opener, travel_seconds, hidden,
+  door}``. A passage both ways is two exits; when both name the same
+  ``door`` they are its two sides and share its state, opener and
+  hiddenness (``other_side``): every write to one side writes the other.
 - ``feature:<place>:<key>`` — value = its text; data ``{name, notable, hidden}``.
 - ``item:<key>`` — data ``{quantity, unique, condition, notable, hidden,
   wear_slot, container: null|open|closed|locked, opener, owner, stack}``
@@ -66,6 +68,11 @@ class Exit:
     opener: str
     travel_seconds: int
     hidden: bool
+    door: str = ""
+
+
+# What the two sides of a door share: unlocking it from one side unlocks it from the other.
+DOOR_SHARED = ("state", "opener", "hidden")
 
 
 @dataclass(frozen=True)
@@ -163,7 +170,20 @@ def exit_of(record):
     data = record.data
     return Exit(record.slot, record.subject, record.slot.split(":", 2)[2], record.value, data.get("label", ""),
                 data.get("state", "open"), data.get("opener", ""), int(data.get("travel_seconds") or 0),
-                bool(data.get("hidden")))
+                bool(data.get("hidden")), data.get("door", ""))
+
+
+def other_side(state, exit):
+    """Return the exit back through ``exit``'s door (the door's other side), or None when it has none."""
+    if not exit.door:
+        return None
+    return next((back for back in exits_from(state, exit.to)
+                 if back.to == exit.origin and back.door == exit.door and back.slot != exit.slot), None)
+
+
+def door_key(name, origin, to):
+    """Return the key of the door called ``name`` between two places (a nameless passage: the places' keys)."""
+    return key_for(name) if name else "-".join(sorted((origin, to)))
 
 
 def exits_from(state, place):
@@ -367,6 +387,12 @@ class _World:
 
     def exit(self, exit):
         return self.exits.get(exit.slot, exit)
+
+    def set_exit(self, exit, **changes):
+        """Change ``exit`` and the other side of its door, which shares its state."""
+        for side in (exit, other_side(self.state, exit)):
+            if side is not None:
+                self.exits[side.slot] = replace(self.exit(side), **changes)
 
 
 def holding_chain(state, key, world=None):
@@ -739,7 +765,9 @@ EXIT_FIELDS = {
     "opener": Field("name", "the item (key) that locks and unlocks it"),
     "travel_seconds": Field("int", "how long the way takes", maximum=86_400),
     "hidden": Field("bool", "unseen by the characters until revealed"),
-    "both_ways": Field("bool", "change (or make) the exit back the same way"),
+    "both_ways": Field("bool", "change (or make) the exit back the same way: the two are one door"),
+    "door": Field("name", "the door it goes through: the way back through the same door shares its state, opener "
+                          "and hiddenness (empty: no door)", recorder=False),
 }
 
 
@@ -751,25 +779,38 @@ def _exit_change(check, event):
     if not event["object"]:
         raise Rejected("the event names no destination or exit")
     data = event["data"]
-    writes = [_exit_write(check, origin, event["object"], data)]
-    if data.get("both_ways"):
-        back = writes[0]
-        writes.append(_exit_write(check, back["value"], origin, {**data, "label": data.get("label", "")}))
-    return writes
+    forward = _exit_write(check, origin, event["object"], data)
+    if not data.get("both_ways"):
+        return [forward, *_door_writes(check.state, forward)]
+    # Made (or changed) both ways, the two are one passage: its sides share a door.
+    to, door = forward["value"], forward["data"]["door"] or door_key(forward["data"]["label"], origin,
+                                                                        forward["value"])
+    forward["data"]["door"] = door
+    back = _exit_write(check, to, _way_back(check.state, to, origin, forward["data"]["label"]), data, door=door)
+    back["data"].update({name: forward["data"][name] for name in DOOR_SHARED})
+    return [forward, back]
 
 
-def _exit_write(check, origin, name, data):
+def _way_back(state, origin, to, label):
+    """Return the name of the exit from ``origin`` back to ``to``: its own, when one has the label, else the place."""
+    found = find_exit(state, origin, label) if label else None
+    return found.key if found is not None and found.to == to else to
+
+
+def _exit_write(check, origin, name, data, *, door=None):
+    """Return the write making or changing the exit from ``origin`` called ``name`` (``door``: the door it joins)."""
     state = check.state
-    current = find_exit(state, origin, name)
+    current = _exit_to_write(state, origin, name, data.get("label", ""))
     if current is None:
         to = state.resolve(name)
         if to is None or kind_of(state, to) != "place":
             raise Rejected(f"no exit {name!r} leaves {state.name_of(origin)}, and {name!r} is not a known place "
                            "to make one to")
-        key = key_for(data["label"]) if data.get("label") else to
+        label = data["label"] if "label" in data else data.get("door", "")  # a door names its sides
+        key = key_for(label) if label else to
         if any(e.key == key for e in exits_from(state, origin)):
             raise Rejected(f"{state.name_of(origin)} already has an exit called {key!r}; give this one a label")
-        current = Exit(f"exit:{origin}:{key}", origin, key, to, "", "open", "", 0, False)
+        current = Exit(f"exit:{origin}:{key}", origin, key, to, label, "open", "", 0, False)
     state_now = data.get("state", current.state)
     if check.by_recorder and state_now != current.state and "locked" in (state_now, current.state):
         raise Rejected(f"{describe_exit(state, current)} is {current.state}: locks change through item_changes "
@@ -777,10 +818,55 @@ def _exit_write(check, origin, name, data):
     opener = current.opener
     if "opener" in data:
         opener = _opener(check, data["opener"]) if data["opener"] else ""
+    if door is None:
+        door = key_for(data["door"]) if data.get("door") else ("" if "door" in data else current.door)
+    taken = [e for e in exits_from(state, origin) if door and e.door == door and e.to == current.to
+             and e.slot != current.slot]
+    if taken:
+        raise Rejected(f"{describe_exit(state, taken[0])} already goes through that door ({door}); a door has one "
+                       "side in each place")
     fields = {"label": data.get("label", current.label), "state": state_now, "opener": opener,
               "travel_seconds": data.get("travel_seconds", current.travel_seconds),
-              "hidden": data.get("hidden", current.hidden)}
+              "hidden": data.get("hidden", current.hidden), "door": door}
     return {"slot": current.slot, "kind": "exit", "subject": origin, "value": current.to, "data": fields}
+
+
+def _exit_to_write(state, origin, name, label):
+    """Return the exit an exit_change from ``origin`` means: the one with its label, else the one ``name`` names.
+
+    With a label, a destination that has exits from ``origin`` but none
+    unlabelled means a new exit beside them (a second door between the same
+    two places); without one, the exit ``find_exit`` finds, if any.
+    """
+    if label:
+        named = find_exit(state, origin, label) if state.resolve(label) is None else None
+        if named is not None:
+            return named
+        to = state.resolve(name)
+        leading = [e for e in exits_from(state, origin) if e.to == to]
+        if leading and not any(not e.label for e in leading):
+            return None
+    return find_exit(state, origin, name)
+
+
+def _door_writes(state, write):
+    """Return the write giving the other side of ``write``'s door the door's state (none when it has it already)."""
+    door = write["data"].get("door")
+    if not door:
+        return []
+    written = Exit(write["slot"], write["subject"], write["slot"].split(":", 2)[2], write["value"], "", "", "", 0,
+                   False, door)
+    back = other_side(state, written)
+    shared = {name: write["data"][name] for name in DOOR_SHARED}
+    if back is None or all(getattr(back, name) == value for name, value in shared.items()):
+        return []
+    return [_side_write(replace(back, **shared))]
+
+
+def _side_write(exit):
+    return {"slot": exit.slot, "kind": "exit", "subject": exit.origin, "value": exit.to,
+            "data": {"label": exit.label, "state": exit.state, "opener": exit.opener,
+                     "travel_seconds": exit.travel_seconds, "hidden": exit.hidden, "door": exit.door}}
 
 
 def _opener(check, name):
@@ -957,10 +1043,7 @@ def _item_writes(state, world):
             data = {"mode": item.mode, **({"slot": item.slot} if item.slot else {})}
             writes.append({"slot": f"holder:{key}", "kind": "holder", "subject": key, "value": item.holder,
                            "data": data})
-    for exit in world.exits.values():
-        writes.append({"slot": exit.slot, "kind": "exit", "subject": exit.origin, "value": exit.to,
-                       "data": {"label": exit.label, "state": exit.state, "opener": exit.opener,
-                                "travel_seconds": exit.travel_seconds, "hidden": exit.hidden}})
+    writes += [_side_write(exit) for exit in world.exits.values()]
     return writes
 
 
@@ -1209,7 +1292,7 @@ def _lock(check, world, actor, op):
         if exit.state != "open":
             raise Rejected(f"{what} is {exit.state}" + (" already" if exit.state == "locked" else ""))
         _key(check, world, actor, op, exit.opener, what)
-        world.exits[exit.slot] = replace(exit, state="locked")
+        world.set_exit(exit, state="locked")
         return
     item = _container(check, world, actor, op)
     if item.container == "locked":
@@ -1228,7 +1311,7 @@ def _unlock(check, world, actor, op):
         if exit.state != "locked":
             raise Rejected(f"{what} is not locked (it is {exit.state})")
         _key(check, world, actor, op, exit.opener, what)
-        world.exits[exit.slot] = replace(exit, state="open")
+        world.set_exit(exit, state="open")
         return
     item = _container(check, world, actor, op)
     if item.container != "locked":
@@ -1243,7 +1326,7 @@ def _reveal(check, world, actor, op):
         exit = _exit_for(check, world, actor, op)
         if not exit.hidden:
             raise Rejected(f"the exit {describe_exit(state, exit)} is not hidden")
-        world.exits[exit.slot] = replace(exit, hidden=False)
+        world.set_exit(exit, hidden=False)
         return
     place = _where(check, actor)
     keys = _candidates(check, world, op.get("item", ""))
@@ -1550,7 +1633,7 @@ def snapshot(state):
                                  for f in features_at(state, key)],
                     "characters": sorted(state.at(key))} for key in places(state)],
         "exits": [{"from": e.origin, "to": e.to, "key": e.key, "label": e.label, "state": e.state,
-                   "opener": e.opener, "travel_seconds": e.travel_seconds, "hidden": e.hidden}
+                   "opener": e.opener, "travel_seconds": e.travel_seconds, "hidden": e.hidden, "door": e.door}
                   for e in sorted((exit_of(r) for r in state.of_kind("exit")), key=lambda e: e.slot)],
         "items": [{"key": item.key, "name": item.name, "quantity": item.quantity, "unique": item.unique,
                    "condition": item.condition, "notable": item.notable, "hidden": item.hidden,
