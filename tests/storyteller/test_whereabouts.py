@@ -266,10 +266,15 @@ STORIES = {
          [does("Anne", ("give", "marble", "Charlie"))]],
         [("believes", "charlie", "marble", "charlie"), ("believes", "anne", "marble", "charlie"),
          ("believes", "sally", "marble", "anne"), ("about", "charlie", "anne", "marble", "charlie")]),
-    "a person's correction moves the marble: those where it lands see it, those it left keep their belief": (
+    "a person's correction moves the marble: those where it was and where it lands see it go": (
         [[move("Charlie", "Hall")], {"corrections": [ev("set_holder", "cupboard", "marble")]}],
         [("truth", "marble", "cupboard"), ("believes", "charlie", "marble", "cupboard"),
-         ("believes", "sally", "marble", "basket")]),
+         ("believes", "sally", "marble", "cupboard"), ("about", "sally", "charlie", "marble", "cupboard")]),
+    "a person's correction marked unseen moves the marble: nobody saw it, everyone keeps their belief": (
+        [[move("Charlie", "Hall")],
+         {"corrections": [ev("set_holder", "cupboard", "marble", data={"unseen": True})]}],
+        [("truth", "marble", "cupboard"), ("no_belief", "charlie", "marble"),
+         ("believes", "sally", "marble", "basket"), ("believes", "anne", "marble", "basket")]),
     "the protagonist arrives late too, and is told a lie": (
         [*SALLY_ANNE, [move("Edrin", "Hall")], [tell("Edrin", "marble", by="Sally")]],
         [("believes", "protagonist", "marble", "basket"), ("about", "sally", "protagonist", "marble", "basket"),

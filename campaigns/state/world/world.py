@@ -56,6 +56,11 @@ VIEW_ITEMS = 12
 # A holding chain longer than this is a loop in the data, not a ring in a box in a chest.
 MAX_CHAIN = 32
 
+# A change nobody saw happen (a person's correction says so): what the application observes after the batch,
+# and who believes what is where, leave it out; only whoever did it (the one who moved, the actor) knows.
+UNSEEN = Field("bool", "nobody saw it happen: only whoever did it (the one who moves, the actor) knows",
+               recorder=False)
+
 
 @dataclass(frozen=True)
 class Exit:
@@ -712,7 +717,8 @@ def _place(check, name, role="place"):
 
 
 @register(WORLD_RANK, "move", sources=EVERYONE, fields={
-    "ignore_exits": Field("bool", "move along no route (story transport, a correction)", recorder=False)},
+    "ignore_exits": Field("bool", "move along no route (story transport, a correction)", recorder=False),
+    "unseen": UNSEEN},
     help="who / place / \"\": someone goes somewhere along open exits")
 def _move(check, event):
     who = check.entity(event["subject"])
@@ -768,6 +774,7 @@ EXIT_FIELDS = {
     "both_ways": Field("bool", "change (or make) the exit back the same way: the two are one door"),
     "door": Field("name", "the door it goes through: the way back through the same door shares its state, opener "
                           "and hiddenness (empty: no door)", recorder=False),
+    "unseen": UNSEEN,
 }
 
 
@@ -894,6 +901,7 @@ ITEM_FIELDS = {
     "owner": Field("name", "who owns it (not always who holds it)", recorder=False),
     "stack": Field("name", "its kind, for merging stacks (defaults to its name when there are several)",
                    recorder=False),
+    "unseen": UNSEEN,
 }
 
 
@@ -951,7 +959,8 @@ def _holding_write(check, item, holder, mode, slot, fields=None):
 
 @register(WORLD_RANK, "set_holder", sources=PEOPLE, fields={
     "mode": Field("choice", "how it is held (worked out from the holder when empty)", choices=MODES),
-    "slot": Field("name", "worn: on which wear slot")},
+    "slot": Field("name", "worn: on which wear slot"),
+    "unseen": UNSEEN},
     help="holder (empty: nobody) / item / \"\": put an item anywhere, outright")
 def _set_holder(check, event):
     item = check.entity(event["object"], "item", kinds=("item",))
@@ -972,7 +981,7 @@ def _set_holder(check, event):
 def _item_edit(check, event):
     key = check.entity(event["subject"], "item", kinds=("item",))
     item = item_of(check.state, key)
-    data = event["data"]
+    data = {name: value for name, value in event["data"].items() if name != "unseen"}
     if not data:
         raise Rejected("the event changes nothing (data is empty)")
     fields = {name: getattr(item, name) for name in ITEM_DATA}
@@ -993,7 +1002,8 @@ def _item_edit(check, event):
 # ---------------------------------------------------------------- item_changes: the dry run
 
 
-@register(WORLD_RANK, "item_changes", sources=EVERYONE, fields={"ops": Field("ops", "the operations, in order")},
+@register(WORLD_RANK, "item_changes", sources=EVERYONE, fields={"ops": Field("ops", "the operations, in order"),
+                                                              "unseen": UNSEEN},
           help="who / \"\" / \"\": what someone did with items, as ordered operations in data.ops")
 def _item_changes(check, event):
     actor = check.entity(event["subject"], "actor", kinds=("character",))
@@ -1497,15 +1507,19 @@ def _world_section(check, event):
 
 
 @register(WORLD_RANK, "observe", sources=(), fields={
-    "who": Field("names", "the characters who arrived somewhere and look around"),
+    "who": Field("names", "the characters who arrived somewhere and look around, seen by those there"),
+    "unnoticed": Field("names", "the characters who arrived unseen: they look around, nobody there notices them"),
     "witnesses": Field("names", "the characters where something changed, who see what changed"),
     "items": Field("names", "the items that changed"),
-    "exits": Field("names", "the exits (their slots) that changed")},
+    "exits": Field("names", "the exits (their slots) that changed"),
+    "left": Field("json", "the items carried off from a place, seen going by those there: {item: place}")},
     help="written by the application after a batch: what the named characters now see where they are")
 def _observe(check, event):
     state, data = check.state, event["data"]
     looks = [look(state, who) for who in data.get("who", [])]
-    looks += [witness(state, who, data.get("items", []), data.get("exits", [])) for who in data.get("witnesses", [])]
+    looks += [look(state, who, noticed=False) for who in data.get("unnoticed", [])]
+    looks += [witness(state, who, data.get("items", []), data.get("exits", []), data.get("left") or {})
+              for who in data.get("witnesses", [])]
     # Whether anyone knows it already is asked in one go (a partial state), not each character's whole knowledge.
     made = state.existing([slot for seen in looks for slot, _ in seen])
     writes = []
@@ -1522,11 +1536,17 @@ def _learning(who, kind, target):
     return slot, {"slot": slot, "kind": "knows", "subject": who, "value": target, "data": {"how": "observed"}}
 
 
-def witness(state, who, items, exits):
-    """Return [(slot, write)]: what ``who`` learns by seeing ``items`` and ``exits`` change where it is."""
+def witness(state, who, items, exits, left=None):
+    """Return [(slot, write)]: what ``who`` learns by seeing ``items`` and ``exits`` change where it is.
+
+    ``left`` ({item: place}): items carried off from a place, which those
+    there see go (a person's correction may move a thing from one place to
+    another outright).
+    """
     place = state.location_of(who)
     if not place:
         return []
+    left = left or {}
     # What an opened container holds comes into view with it.
     shown, queue = [], deque(items)
     while queue:
@@ -1537,7 +1557,7 @@ def witness(state, who, items, exits):
         if item_of(state, key).container == "open":
             queue.extend(holders(state).get(key, ()))
     found = [_learning(who, "item", key) for key in shown
-             if place_of(state, key) == place and not obstacle(state, key, who)]
+             if place in (place_of(state, key), left.get(key)) and not obstacle(state, key, who)]
     for slot in exits:
         record = state.get(slot)
         if record is not None and record.subject == place and not record.data.get("hidden"):
@@ -1546,27 +1566,60 @@ def witness(state, who, items, exits):
     return found
 
 
-def look(state, who):
+def look(state, who, *, noticed=True):
     """Return [(slot, write)]: what ``who`` would record by looking around, whether or not it is known already.
 
     Knowledge of the place, its visible exits and their destinations, the
-    visible items, and an acquaintance both ways with everyone there.
-    Knowledge is never withdrawn by looking (only an erroneous record is),
-    and an existing edge or relationship is left as it is.
+    visible items, and an acquaintance with everyone there; and, unless it
+    arrived unnoticed, theirs with it and of what it visibly carries. A
+    journey looks around each place on its way as it passes (the location's
+    ``via``). Knowledge is never withdrawn by looking (only an erroneous
+    record is), and an existing edge or relationship is left as it is.
     """
     place = state.location_of(who)
     if not place:
         return []
+    found = []
+    for passed in (*_journey(state, who)[:-1], place):
+        found += _look_at(state, who, passed, noticed)
+    return found
+
+
+def _journey(state, who):
+    """Return the places ``who``'s last move passed through, ending where it is (none for a move along no route)."""
+    record = state.get(f"location:{who}")
+    return tuple(record.data.get("via", ())) if record is not None else ()
+
+
+def _look_at(state, who, place, noticed):
     seen = [("place", place)]
     for exit in exits_from(state, place):
         if not exit.hidden:
             seen += [("exit", f"{place}:{exit.key}"), ("place", exit.to)]
     seen += [("item", item.key) for item in visible_items(state, who, place)]
     found = [_learning(who, kind, target) for kind, target in seen]
-    for other in state.at(place):
-        if other != who and kind_of(state, other) == "character":
-            for one, another in ((who, other), (other, who)):
-                found.append((f"relationship:{one}:{another}", _relation(one, another, ACQUAINTANCE)))
+    others = [other for other in state.at(place) if other != who and kind_of(state, other) == "character"]
+    carried = _visibly_carried(state, who) if noticed and others else []
+    for other in others:
+        found.append((f"relationship:{who}:{other}", _relation(who, other, ACQUAINTANCE)))
+        if noticed:
+            found.append((f"relationship:{other}:{who}", _relation(other, who, ACQUAINTANCE)))
+            found += [_learning(other, "item", key) for key in carried]
+    return found
+
+
+def _visibly_carried(state, who):
+    """Return the keys of what others see ``who`` carry and wear: not hidden, not inside anything closed."""
+    held, found = holders(state), []
+    queue = deque(held.get(who, ()))
+    while queue:
+        key = queue.popleft()
+        item = item_of(state, key)
+        if item is None or item.gone or item.hidden or key in found:
+            continue
+        found.append(key)
+        if item.container not in ("closed", "locked"):
+            queue.extend(held.get(key, ()))
     return found
 
 
@@ -1579,29 +1632,46 @@ def look_around(state, who):
 
 def observation(state, outcomes):
     """Return the data of the ``observe`` event a batch calls for, or None: who moved (and looks around), and who
-    was where items or exits changed (and sees what changed)."""
-    movers, items, exits, touched = set(), set(), set(), set()
+    was where items or exits changed (and sees what changed). What a correction says was unseen is left out, but
+    for the one who moved (it still looks around, unnoticed)."""
+    movers, unnoticed, items, exits, touched, left = set(), set(), set(), set(), set(), {}
     for outcome in outcomes:
         if outcome.status != "applied":
             continue
-        for write in outcome.writes:
+        unseen = bool(outcome.payload.get("data", {}).get("unseen"))
+        for number, write in enumerate(outcome.writes):
             kind = write["kind"]
             if kind == "location" and write.get("value"):
-                movers.add(write["subject"])
+                (unnoticed if unseen else movers).add(write["subject"])
+            elif unseen:
+                continue
             elif kind in ("holder", "item"):
                 items.add(write["subject"])
-                touched.add(place_of(state, write["subject"]))
+                here = place_of(state, write["subject"])
+                touched.add(here)
+                was = outcome.previous[number]["value"] if kind == "holder" and outcome.previous else None
+                there = place_of(state, was) if was else ""
+                if there and there != here:
+                    left[write["subject"]] = there
+                    touched.add(there)
             elif kind == "exit":
                 exits.add(write["slot"])
                 touched.add(write["subject"])
     touched.discard("")
-    state.load_occupants(touched | {state.location_of(key) for key in movers} - {""})
+    journeys = {place for key in movers | unnoticed for place in _journey(state, key)}
+    state.load_occupants(touched | journeys | {state.location_of(key) for key in movers | unnoticed} - {""})
     movers = sorted(key for key in movers if kind_of(state, key) == "character")
+    unnoticed = sorted(key for key in unnoticed - set(movers) if kind_of(state, key) == "character")
     witnesses = sorted({key for place in touched for key in state.at(place)
-                        if kind_of(state, key) == "character"} - set(movers))
-    if not movers and not witnesses:
+                        if kind_of(state, key) == "character"} - set(movers) - set(unnoticed))
+    if not movers and not unnoticed and not witnesses:
         return None
-    return {"who": movers, "witnesses": witnesses, "items": sorted(items), "exits": sorted(exits)}
+    seen = {"who": movers, "witnesses": witnesses, "items": sorted(items), "exits": sorted(exits)}
+    if unnoticed:
+        seen["unnoticed"] = unnoticed
+    if left:
+        seen["left"] = dict(sorted(left.items()))
+    return seen
 
 
 @hook("observers")
