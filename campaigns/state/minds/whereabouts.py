@@ -54,7 +54,7 @@ class _Reader:
 
     def steps(self, row, minds):
         """Return the beliefs steps of one record row (see ``_ROW``)."""
-        _, _, _, kind, subject, value, data, retracted, event_type, event_subject, unseen = row
+        _, _, _, kind, subject, value, data, retracted, event_type, event_subject, unseen, _ = row
         if kind == "entity":
             if data.get("kind") == "character" and not retracted:
                 for name in (value, subject, *data.get("aliases", ())):
@@ -190,17 +190,20 @@ def _read(path, campaign, version):
     for row in rows:
         for step in reader.steps(row, minds):
             minds.apply(step)
-    return _Line(campaign.created_at, path, version, _order(rows[-1]) if rows else (-1, False, 0), minds, reader)
+    return _Line(campaign.created_at, path, version, _order(rows[-1]) if rows else (-1, 0, 0), minds, reader)
 
 
 def _order(row):
-    """Story order: by depth, then as written; at the opening (a world file), where characters start comes last."""
-    return row[1], row[1] == 0 and row[3] == "location", row[0]
+    """Story order: by depth, then as written; of a world file's opening, the items first, then where characters
+    start (so each arrives seeing what is there), then whatever a person corrected before the first turn."""
+    stage = (1 if row[3] == "location" else 0) if row[11] == StateEvent.Source.WORLD else 2
+    return row[1], stage, row[0]
 
 
 # (id, depth, branch id, kind, subject, value, data, retracted, its event's type, its event's subject, whether
-# its event was marked unseen)
-_ROW = ("id", "depth", "branch_id", "kind", "subject", "value", "data", "retracted", "type", "actor", "unseen")
+# its event was marked unseen, its event's source)
+_ROW = ("id", "depth", "branch_id", "kind", "subject", "value", "data", "retracted", "type", "actor", "unseen",
+        "source")
 
 
 def _rows(campaign, where, params):
@@ -215,14 +218,14 @@ def _rows(campaign, where, params):
     sql = (f"SELECT r.id, r.depth, r.branch_id, r.kind, r.subject, r.value,"
            f" CASE WHEN r.kind = 'holder' THEN '{{}}' ELSE r.data END, r.retracted,"
            f" json_extract(e.payload, '$.type'), json_extract(e.payload, '$.subject'),"
-           f" json_extract(e.payload, '$.data.unseen')"
+           f" json_extract(e.payload, '$.data.unseen'), e.source"
            f" FROM {records} r INNER JOIN {events} e ON r.event_id = e.id"
            f" WHERE r.campaign_id = %s AND r.kind IN ({kinds})"
            f" AND (r.kind != 'entity' OR json_extract(r.data, '$.kind') = 'character') AND {where}")
     with connection.cursor() as cursor:
         cursor.execute(sql, [campaign.pk, *KINDS, *params])
         return [(*row[:6], _EMPTY if row[6] == "{}" else json.loads(row[6]), bool(row[7]), row[8] or "",
-                 row[9] or "", bool(row[10])) for row in cursor.fetchall()]
+                 row[9] or "", bool(row[10]), row[11]) for row in cursor.fetchall()]
 
 
 _EMPTY = {}
