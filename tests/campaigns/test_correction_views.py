@@ -31,6 +31,7 @@ def post(client, name, campaign, **fields):
 
 def test_the_correction_forms_offer_nobody_saw_it_where_something_can_be_seen(client_of, keep):
     page = client_of.get(reverse("world_panel", args=[keep.pk])).content.decode()
+    assert "{#" not in page and "#}" not in page, "a template comment reached the page"
     for form in ("move", "exit_change", "item_changes", "introduce", "item_edit", "set_holder"):
         chunk = page.split(f'data-form="{form}"', 1)[1].split("</form>", 1)[0]
         assert 'name="unseen"' in chunk and "nobody saw it" in chunk, form
