@@ -13,6 +13,7 @@ import json
 
 from tests.campaigns.test_world import document
 from tests.storyteller.test_whereabouts import UNKNOWN, check, does, ev, move, notice, run, tell
+from tests.storyteller.test_whereabouts import play as whereabouts_play
 
 
 def world_file(tmp_path, *, items=(), characters=None):
@@ -31,20 +32,10 @@ def play(tmp_path, *turns, world=None):
     A turn is a list of events, or ``{"corrections": [...]}``; with no turns the state is the opening's.
     """
     world = world or world_file(tmp_path)
-    if not turns:
-        campaign = int(run("world", "new", str(world)).strip())
-        return json.loads(run("story", "state", "--campaign", str(campaign), "--json"))
-    script = tmp_path / "story.jsonl"
-    lines = []
-    for number, events in enumerate(turns, 1):
-        line = {"action": {"mode": "do", "text": f"turn {number}"}, "reply": f"Turn {number}."}
-        line.update(events if isinstance(events, dict) else {"events": list(events)})
-        lines.append(json.dumps(line) + "\n")
-    script.write_text("".join(lines))
-    out = run("story", "append", "--new", "--world", str(world), str(script), "--json").splitlines()
-    rejected = [json.loads(line) for line in out[1:] if json.loads(line)["status"] != "applied"]
-    assert rejected == [], rejected
-    return json.loads(run("story", "state", "--campaign", str(json.loads(out[0])["campaign"]), "--json"))
+    if turns:
+        return whereabouts_play(tmp_path, *turns, world=world)
+    campaign = int(run("world", "new", str(world)).strip())
+    return json.loads(run("story", "state", "--campaign", str(campaign), "--json"))
 
 
 def knows(state, who, kind, target):

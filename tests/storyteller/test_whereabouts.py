@@ -51,8 +51,8 @@ def tell(listener, item, by="", holder=""):
     return ev("notice", item, data={"to": [listener], "by": by, "holder": holder})
 
 
-def play(tmp_path, *turns):
-    """Start a House campaign, play ``turns`` through the commands, return the state.
+def play(tmp_path, *turns, world=HOUSE):
+    """Start a campaign from ``world`` (the House), play ``turns`` through the commands, return the state.
 
     A turn is a list of events, or ``{"corrections": [...]}`` for a person's corrections.
     """
@@ -63,7 +63,7 @@ def play(tmp_path, *turns):
         line.update(events if isinstance(events, dict) else {"events": list(events)})
         lines.append(json.dumps(line) + "\n")
     script.write_text("".join(lines))
-    out = run("story", "append", "--new", "--world", str(HOUSE), str(script), "--json").splitlines()
+    out = run("story", "append", "--new", "--world", str(world), str(script), "--json").splitlines()
     campaign = json.loads(out[0])["campaign"]
     rejected = [json.loads(line) for line in out[1:] if json.loads(line)["status"] != "applied"]
     assert rejected == [], rejected
