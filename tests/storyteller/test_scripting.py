@@ -223,3 +223,10 @@ def test_the_documented_schema_of_every_event_type_is_the_one_the_validator_and_
     printed = json.loads(run("story", "schema"))
     assert printed == documented
     assert json.loads(run("story", "schema", "--recorder")) == registry.recorder_schema()
+
+
+def test_story_state_prints_a_door_once_with_both_its_sides(db):
+    pk = run("world", "new", str(LANTERN_KEEP)).strip()
+    printed = run("story", "state", "--campaign", pk).splitlines()
+    assert [line for line in printed if "Vault" in line and "nobody" not in line] == ["  Corridor ⇄ Vault: locked"]
+    assert "  Yard → Tower: blocked" in printed
