@@ -122,6 +122,7 @@ class View:
         self._minds = minds
         self.time_zone = time_zone
         self.depth = depth  # the depth of the line's head, when the view is of one
+        self._known_keys = self._here_keys = self._seen_keys = None  # read once, when first asked
 
     @property
     def author(self):
@@ -157,24 +158,33 @@ class View:
         """Whether the viewer knows ``key`` exists: it has a knowledge record of it, met it, or sees it now."""
         if self.author or key == self.who:
             return True
-        known = world.knowledge(self._state, self.who)
-        if any(key in targets for kind, targets in known.items() if kind != "exit"):
-            return True
-        if key in world.relationships_of(self._state, self.who):
-            return True
-        return key in self._present() or key in self._seen_items()
+        return key in self._known_to_exist()
+
+    def _known_to_exist(self):
+        """Return the keys the viewer knows exist, read once (a panel asks of hundreds)."""
+        if self._known_keys is None:
+            known = {target for kind, targets in world.knowledge(self._state, self.who).items() if kind != "exit"
+                     for target in targets}
+            self._known_keys = known | set(world.relationships_of(self._state, self.who)) | self._present() \
+                | self._seen_items()
+        return self._known_keys
 
     def _place(self):
         return self._state.location_of(self.who)
 
     def _present(self):
-        place = self._place()
-        return {key for key in self._state.at(place) if world.kind_of(self._state, key) == "character"} \
-            if place else set()
+        if self._here_keys is None:
+            place = self._place()
+            self._here_keys = {key for key in self._state.at(place)
+                               if world.kind_of(self._state, key) == "character"} if place else set()
+        return self._here_keys
 
     def _seen_items(self):
-        place = self._place()
-        return {item.key for item in world.visible_items(self._state, self.who, place)} if place else set()
+        if self._seen_keys is None:
+            place = self._place()
+            self._seen_keys = {item.key for item in world.visible_items(self._state, self.who, place)} \
+                if place else set()
+        return self._seen_keys
 
     # ------------------------------------------------------------ here
 
