@@ -472,11 +472,14 @@ def _doors(out, exits):
     says so (``Built.notes``). A door's sides must agree on its state.
     """
     joined = set()
+    between = {}  # (from, to) -> the indices of the exits that way: a file's 8,000 exits are not compared pairwise
+    for index, (_, start, end, _) in enumerate(exits):
+        between.setdefault((start, end), []).append(index)
 
     def way_back(index, fits):
-        where, origin, to, data = exits[index]
-        return next((i for i, (_, start, end, back) in enumerate(exits)
-                     if i not in joined and i != index and (start, end) == (to, origin) and fits(back)), None)
+        _, origin, to, _ = exits[index]
+        return next((i for i in between.get((to, origin), ()) if i not in joined and i != index and fits(exits[i][3])),
+                    None)
 
     for index, (where, origin, to, data) in enumerate(exits):
         if index in joined or data.get("both_ways"):
@@ -495,8 +498,8 @@ def _doors(out, exits):
             # A door named on one side alone: its way back is made, unless the file gives that exit otherwise.
             label = key_for(data.get("label") or door)
             data["both_ways"] = bool(door) and not any(
-                (start, end) == (to, origin) and key_for(b.get("label") or b.get("door", "")) == label
-                for _, start, end, b in exits)
+                key_for(exits[i][3].get("label") or exits[i][3].get("door", "")) == label
+                for i in between.get((to, origin), ()))
             continue
         joined |= {index, back}
         other = exits[back]
