@@ -244,6 +244,11 @@ STORIES = {
     "told one by one, neither knows the other was told": (
         [Change("key", "chest"), Tell("sally", "key", by="mara"), Tell("anne", "key", by="mara")],
         [("no_about", "sally", "anne", "key"), ("no_about", "anne", "sally", "key")]),
+    "a bystander who expected the newcomer to carry the key no longer knows where it is, and the newcomer knows": (
+        [Move("edrin", HALL), Change("key", "aldric"), Move("aldric", HALL), Move("aldric", "yard"),
+         Change("key", "yard", actor="aldric"), Move("aldric", HALL)],
+        [("believes", "edrin", "key", UNKNOWN), ("about", "aldric", "edrin", "key", UNKNOWN),
+         ("believes", "aldric", "key", "yard"), ("truth", "key", "yard")]),
     "what lies in an open container a newcomer carries is seen, in a closed one not": (
         [Move("edrin", HALL), Change("basket", "anne"), Change("apple", "basket"), Change("bag", "anne"),
          Container("bag", open=False), Change("coin", "bag"), Move("anne", HALL)],

@@ -295,3 +295,24 @@ async def test_the_status_says_the_recording_is_paused_while_a_reply_is_written(
         narrator_server.json_delay(0)
     await worker
     assert await RecorderRun.objects.filter(node=node, status="applied").aexists()
+
+
+def test_the_players_view_says_a_failure_in_one_sentence_with_what_to_do_and_leaves_the_steps_to_the_author(
+        client_of, campaign, narrator_server):
+    play_to(campaign, 12)
+    node = head(campaign)
+    narrator_server.not_found(NARRATOR, persistent=True)
+    async_to_sync(postturn.run)(node.pk)
+
+    page = "".join([client_of.get(reverse("play", args=[campaign.pk])).content.decode(), status_of(client_of, campaign),
+                    client_of.get(reverse("state_panel", args=[campaign.pk]), **HTMX).content.decode()])
+    assert page.count("Some of the work after turn 6 did not finish; the story itself is safe. Press Retry, or turn "
+                      "on the author's view to see why.") >= 1
+    assert 'data-action="retry-worker"' in page
+    for words in ("Recording for turn", "Memory step", "step for turn", "failed:", "not found", "(event ",
+                  "narrator-only", "Refused after", "`"):
+        assert words not in page, words
+
+    as_author(campaign)
+    page = status_of(client_of, campaign)
+    assert "Recording for turn 6 failed:" in page and "Memory step for turn 6 failed:" in page

@@ -133,3 +133,22 @@ async def test_the_inspector_says_what_the_world_author_did_in_which_round(owner
     author = html.split('id="world-author"')[1].split("</section>")[0]
     assert 'data-author="refused"' in author and "Round 1: refused" in author and "reuse Aldric" in author
 
+
+
+async def test_the_players_view_leaves_out_rounds_in_which_nobody_else_acted_and_the_authors_shows_each(
+        owner, narrator_server):
+    campaign = await sync_to_async(game)(owner, max_rounds=2)
+    narrator_server.script_gm(gm(narrate=False), gm([("Mara", "she answers")]))
+    narrator_server.script_characters(says("Yes?"))
+    narrator_server.script("The kitchen falls quiet.")
+    communicator, _ = await connect(campaign, owner)
+    frames = await turn(communicator)
+    await communicator.disconnect()
+    for html in (frames[-1], reply_on_page(await page(owner, "play", campaign.pk))):
+        assert 'data-round="1"' not in html and 'data-round="2"' in html and "Yes?" in html
+        assert "nobody else acted" not in html and "Round " not in html and "activated" not in html
+
+    await sync_to_async(as_author)(campaign)
+    last = reply_on_page(await page(owner, "play", campaign.pk))
+    assert 'data-round="1"' in last and "nobody else acted" in last
+    assert 'data-round-head="2">Round 2' in last and 'data-activated="mara"' in last
