@@ -98,6 +98,7 @@ def test_the_play_page_loads_the_world_map_and_items_panels(client_of, keep):
     page = get(client_of, "play", keep)
     for name in ("world_panel", "world_map", "items_panel"):
         assert f'hx-get="{reverse(name, args=[keep.pk])}"' in page
+    assert f'<a href="{reverse("world_map", args=[keep.pk])}" data-map-page>Map</a>' in page, "the map's own page"
 
 
 def test_text_from_a_world_file_is_escaped(client_of, owner):
