@@ -75,10 +75,11 @@ def draw(state, who=PROTAGONIST, *, everything=False, seen=None):
     """Return the Map of the places ``who`` knows (``everything``: every place), ``who``'s place marked.
 
     A way there and back is one line; a one-way exit an arrow. Each place
-    says how long the way there takes along open exits ``who`` knows (every
-    open exit, for ``everything``). With ``seen`` (ways of learning), an exit
-    ``who`` learned of otherwise (told, read) is drawn without its state:
-    knowing of a door is not knowing whether it is locked.
+    says how long the way there takes along open exits ``who`` knows (for
+    ``everything`` too: travel is the character's). With ``seen`` (ways of
+    learning), an exit ``who`` learned of otherwise (told, read) is drawn
+    without its state, and is no way to travel: knowing of a door is not
+    knowing whether it is locked. ``everything`` draws every exit as it is.
     """
     known = world.knowledge(state, who)
     here = state.location_of(who)
@@ -92,8 +93,11 @@ def draw(state, who=PROTAGONIST, *, everything=False, seen=None):
     order = _order(state, places, exits, _root(state, who, places, here))
     left_out = max(0, len(order) - MAX_PLACES)
     order = order[:MAX_PLACES]
-    ways = exit_states(known, exits, seen)
-    reach = _reach(here, [e for e in exits if ways[e.slot] == "open"]) if here else {}
+    ways = exit_states(known, exits, None if everything else seen)
+    # Travel is the character's: along the open ways it knows, in the author's view too (a click there plays it).
+    theirs = exit_states(known, _known_exits(state, known), seen) if everything else ways
+    reach = _reach(here, [e for e in exits if theirs.get(e.slot) == "open" and e.to in known.get("place", {})]) \
+        if here else {}
     boxes = {key: Box(key, state.name_of(key), MARGIN + column * COLUMN, MARGIN + row * ROW, key == here,
                       reach.get(key)) for key, (column, row) in order}
     arrows, drawn = [], set()

@@ -89,6 +89,19 @@ def test_the_players_map_holds_the_places_it_knows_and_a_way_told_of_without_its
     assert states["exit:corridor:hall"] == "open"
 
 
+def test_the_authors_map_draws_every_way_as_it_is_and_offers_travel_only_where_the_character_could_go():
+    doc = document()
+    doc["places"].append({"name": "Garden", "description": "a walled garden"})
+    doc["exits"].append({"from": "Yard", "to": "Garden", "travel_seconds": 20, "both_ways": True})
+    every = view(keep(doc), AUTHOR).map()
+    states = {arrow.slots[0]: arrow.state for arrow in every.arrows}
+    assert states["exit:corridor:iron-door"] == "locked" and states["exit:yard:tower"] == "blocked", \
+        "the author sees each way's state, though Edrin has not seen it"
+    assert "unseen" not in states.values() and states["exit:yard:garden"] == "open"
+    assert {box.key: box.seconds for box in every.boxes if box.reachable} == {"corridor": 30, "yard": 60}, \
+        "the garden is open but Edrin knows no way there: a click would be refused, so it is no link"
+
+
 def test_a_click_is_a_typed_event_and_a_sentence_of_the_players(hall):
     go = acting.act(hall, "go", exit="exit:hall:corridor")
     assert go.events == ({"type": "move", "subject": PROTAGONIST, "object": "corridor"},)
