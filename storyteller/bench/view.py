@@ -16,6 +16,7 @@ import random
 import time
 
 from .measure import REPLIES, bench_user, figure
+from .world import item_chains
 
 PLACES, CHARACTERS, FACTIONS, ITEMS = 150, 300, 50, 2_000
 KNOWN = 50  # the places the player's character knows, and the ways among them
@@ -89,16 +90,8 @@ def view_document(rng):
     characters.append({"name": "Edrin", "protagonist": True, "place": rooms[0], "knowledge": {
         "locations": rooms[:KNOWN], "exits": [{"from": e["from"], "to": e["to"]} for e in known]
         + [{"from": e["to"], "to": e["from"]} for e in known]}})
-    items, number = [], 0
-    while len(items) < ITEMS:
-        holder = (rooms[0] if number < 40 else rooms[number // 4 % PLACES] if number % 3
-                  else f"Villager {number // 4 % CHARACTERS}")
-        chain = [f"Thing {number + depth}" for depth in range(4)]
-        for depth, name in enumerate(chain):
-            items.append({"name": name, "holder": holder if depth == 0 else chain[depth - 1],
-                          **({"container": "open"} if depth < 3 else {}), "notable": depth == 0 and number % 7 == 0,
-                          **({"hidden": True} if number % 11 == 0 and depth == 3 else {})})
-        number += 4
+    items = item_chains(ITEMS, lambda number: rooms[0] if number < 40 else rooms[number // 4 % PLACES] if number % 3
+                        else f"Villager {number // 4 % CHARACTERS}", hidden=lambda number: number % 11 == 0)
     return {"format": "storyteller-world", "version": 1,
             "campaign": {"title": "View bench", "protagonist": "Edrin, a lamplighter", "opening": REPLIES[0]},
             "places": [{"name": room, "description": f"{room} of the bench"} for room in rooms],
