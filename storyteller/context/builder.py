@@ -25,7 +25,7 @@ from campaigns.models import CanonRule, Round
 from memory import checkpoints
 
 from .. import tokens
-from . import budget, knowledge, layers
+from . import budget, knowledge, layers, lorebook
 from . import events as events_section
 from . import memories as memory_section
 from . import rules as rules_section
@@ -137,11 +137,14 @@ def build(campaign, path, action, *, model="", api="", seed=None, query=None, me
         found, knowledge_report = knowledge.retrieved_sections(
             campaign, query or knowledge_query(campaign, path, action), allowance)
         found = _filled(found, name)
-        # Elastic, after the memories: memories -> knowledge -> state -> direction -> input.
-        tail = [*remembered, *found, *tail[len(remembered):]]
+    keyed, lore_report, lore_tokens = lorebook.sections(campaign, path, action, allowance)
+    keyed = _filled(keyed, name)
+    if found or keyed:
+        # Elastic, after the memories: memories -> knowledge -> lorebook entries -> state -> direction -> input.
+        tail = [*remembered, *found, *keyed, *tail[len(remembered):]]
         tail_text = "\n\n".join(section.text for section in tail)
     knowledge_tokens = sum(section.tokens + 1 for section in found)
-    allowance -= knowledge_tokens
+    allowance -= knowledge_tokens + lore_tokens
 
     branch = _branch_context(path, lookup, stable_hash, allowance, compact_above, headroom)
     history, history_messages = _history_section(branch.rows, branch.rounds, name)
@@ -165,6 +168,8 @@ def build(campaign, path, action, *, model="", api="", seed=None, query=None, me
     report["events"] = events_report
     if has_knowledge:
         _report_knowledge(report, sections, knowledge_report, standing_dropped, knowledge_tokens)
+    if lore_report is not None:
+        _report_lorebook(report, lore_report, lore_tokens)
     return Context(messages=messages, sections=sections, report=report, tail_start=tail_start,
                    input_at=len(messages) - (2 if placed == len(messages) - 1 else 1))
 
@@ -280,6 +285,16 @@ def _report_knowledge(report, sections, retrieved, standing_dropped, spent):
     }
     report["dropped"] += report["knowledge"]["dropped"]
     report["budget"]["knowledge_tokens"] = spent
+    report["budget"]["prompt_tokens"] += spent
+    report["budget"]["unused"] -= spent
+
+
+def _report_lorebook(report, lore, spent):
+    """Add the keyed lorebook's report (every entry that fired or was held back, why, its cost, the timers the
+    next turn reads) and price what it put in."""
+    report["lorebook"] = lore
+    report["dropped"] += lorebook.dropped_for_report(lore)
+    report["budget"]["lorebook_tokens"] = spent
     report["budget"]["prompt_tokens"] += spent
     report["budget"]["unused"] -= spent
 

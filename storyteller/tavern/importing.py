@@ -1,0 +1,327 @@
+"""Write a Plan: a new campaign staged until whole, or what it adds to a chosen one in one transaction.
+
+A new campaign goes through the world file's import (``worldfile.prepare``:
+its characters, with the knowledge of their own lorebooks' entries, are
+typed events validated whole before anything is written) and its staged
+write (``campaigns.staging``): short transactions, nobody sees the campaign
+until every row is in. After the world come the cards, the keyed lorebooks
+(``knowledge.importer.import_keyed``), the author's note, the persona, and
+the story: the greetings as versions of the opening reply, or each chat as
+a line — each of the person's messages an action, each character's message
+a reply with its swipes as versions, the one chosen on the line.
+
+Added to a campaign that exists, everything is written in one transaction,
+the characters at the opening (they belong to every line of the story),
+each chat a line of its own from the opening; the head moves to the first
+one added. Nothing here runs the recorder over an imported history: that is
+the person's choice (``read_into_state``).
+"""
+
+from dataclasses import dataclass, field
+
+from django.db import transaction
+from django.utils import timezone
+
+from campaigns import playing, staging, worldfile
+from campaigns.models import (AuthorNote, Branch, Campaign, CharacterCard, ContextSnapshot, Node, Persona,
+                              StateEvent)
+from campaigns.state import apply_events, lore
+from knowledge import importer
+from storyteller import context
+
+from . import plan as plans
+from . import png
+
+
+class ImportRefused(Exception):
+    """Nothing was imported; the message says why and what to change."""
+
+
+@dataclass
+class Written:
+    """What an import made, for the page's summary and the command's JSON."""
+
+    campaign: Campaign
+    characters: list = field(default_factory=list)  # [{key, name}]
+    greetings: int = 0
+    entries: list = field(default_factory=list)  # [{id, book, keys, constant}]
+    turns: int = 0
+    swipes: int = 0
+    lines: int = 0
+
+    def as_json(self):
+        return {"campaign": self.campaign.pk, "title": self.campaign.title, "characters": self.characters,
+                "greetings": self.greetings, "lorebook_entries": self.entries, "turns": self.turns,
+                "swipes": self.swipes, "lines": self.lines}
+
+
+def create(owner, plan, *, title="", progress=None, writes=None):
+    """Create a campaign of ``plan`` for ``owner``, staged until whole; return what was Written."""
+    if not plan.usable:
+        raise ImportRefused(_nothing(plan))
+    persona = _persona(owner, plan.persona)
+    document = _world(plan, title or plan.title, persona)
+    try:
+        prepared = worldfile.prepare(owner, document)
+    except worldfile.WorldRefused as refusal:
+        raise ImportRefused(f"The characters could not be made: {'; '.join(refusal.reasons[:10])}. Nothing was "
+                            "imported.") from None
+    story_rows = _story_rows(plan)
+    written = Written(None)
+
+    def then(campaign):
+        staging.transact(lambda: _settings(campaign, plan, persona), writes)
+        staging.transact(lambda: _cards(campaign, plan, written), writes)
+        for book in plan.books:
+            staging.transact(lambda book=book: _book(campaign, book, written), writes)
+        staging.transact(lambda: _note_and_memory(campaign, plan), writes)
+        root = campaign.head_branch_id
+        head = _write_story(campaign, root, story_rows, writes, progress)
+        return {"head_branch_id": head[0], "head_depth": head[1]} if head else {}
+
+    campaign = prepared.write(progress=progress, writes=writes, then=then)
+    written.campaign = campaign
+    _count(written, plan, story_rows)
+    return written
+
+
+def add(owner, campaign, plan):
+    """Add ``plan`` to ``campaign`` (the owner's) in one transaction; return what was Written, or refuse in words."""
+    if not plan.usable:
+        raise ImportRefused(_nothing(plan))
+    persona = _persona(owner, plan.persona) if plan.persona and not campaign.persona_id else None
+    story_rows = _story_rows(plan, greetings=False)
+    written = Written(campaign)
+    with playing.lore_change(campaign.pk), transaction.atomic():
+        opening = Node.objects.get(campaign=campaign, depth=0)
+        if plan.characters:
+            stored = apply_events(opening, _introductions(plan), source=StateEvent.Source.WORLD)
+            refused = [event for event in stored if event.status != StateEvent.Status.APPLIED]
+            if refused:
+                raise ImportRefused("The characters could not be added: " + "; ".join(
+                    f"{event.payload.get('subject') or event.payload.get('type')}: {event.reason}"
+                    for event in refused[:10]) + ". Nothing was imported.")
+        _cards(campaign, plan, written)
+        for book in plan.books:
+            _book(campaign, book, written)
+        if persona is not None:
+            Campaign.objects.filter(pk=campaign.pk).update(persona=persona)
+        head = None
+        if story_rows:
+            line = Branch.objects.create(campaign=campaign, parent_id=opening.branch_id, fork_depth=0)
+            head = _write_rows(campaign, line.pk, story_rows, 0, opening.tokens_through)
+        if head:
+            Campaign.objects.filter(pk=campaign.pk).update(head_branch_id=head[0], head_depth=head[1],
+                                                           updated_at=timezone.now())
+    campaign.refresh_from_db()
+    _count(written, plan, story_rows)
+    return written
+
+
+def _nothing(plan):
+    if plan.refused:
+        return "Nothing could be read: " + " ".join(reading.refused for reading in plan.refused) + \
+            " Nothing was imported."
+    return "Choose one or more files to bring in: character cards, lorebooks, chats or Kobold saves."
+
+
+def _count(written, plan, rows):
+    written.greetings = len(plan.greetings) if not plan.lines else 0
+    written.turns = plan.turn_count
+    written.swipes = plan.swipe_count
+    written.lines = len(plan.lines)
+
+
+def _persona(owner, name):
+    """Return the owner's persona called ``name`` (made if new): what {{user}} means, remembered per person."""
+    name = name.strip()[:100]
+    if not name:
+        return None
+    persona = Persona.objects.filter(owner=owner, name__iexact=name).order_by("-updated_at").first()
+    return persona or Persona.objects.create(owner=owner, name=name)
+
+
+def _world(plan, title, persona):
+    """Return the world document of ``plan``: the campaign's fields and its characters with what they know."""
+    known = {}
+    for book in plan.books:
+        for uid, keys in book.knowers.items():
+            for key in keys:
+                known.setdefault(key, []).append(f"{book.key}:{lore.entry_id(uid)}")
+    characters = [{"id": c.key, "name": c.name, "description": plans.entity_description(c),
+                   "knowledge": {"lore": [{"name": entry, "how": "world"} for entry in known.get(c.key, [])]}}
+                  for c in plan.characters]
+    fields = {"title": title[:200], "protagonist": persona.name if persona else "you", "opening": plan.opening}
+    if plan.narrator_rules.strip():
+        fields["narrator_rules"] = plan.narrator_rules
+    return {"campaign": fields, "characters": characters}
+
+
+def _introductions(plan):
+    known = {}
+    for book in plan.books:
+        for uid, keys in book.knowers.items():
+            for key in keys:
+                known.setdefault(key, []).append(f"{book.key}:{lore.entry_id(uid)}")
+    events = []
+    for character in plan.characters:
+        events.append({"type": "introduce", "subject": character.name, "object": "character",
+                       "value": plans.entity_description(character), "data": {"id": character.key}})
+        events += [{"type": "know", "subject": character.key, "object": entry, "data": {"kind": "lore", "how": "world"}}
+                   for entry in known.get(character.key, [])]
+    return events
+
+
+def _settings(campaign, plan, persona):
+    Campaign.every.filter(pk=campaign.pk).update(
+        style_examples=plan.style_examples, reply_direction=plan.reply_direction, game_master=plan.game_master,
+        persona=persona)
+
+
+def _cards(campaign, plan, written):
+    start = CharacterCard.objects.filter(campaign=campaign).count()
+    books = plan.books
+    CharacterCard.objects.bulk_create([CharacterCard(
+        campaign=campaign, entity=c.key, name=c.name, description=c.description, personality=c.personality,
+        examples=c.examples, creator_notes=c.creator_notes, portrait=c.portrait,
+        portrait_type=png.picture_type(c.portrait) if c.portrait else "", spec=c.card.spec,
+        card={"spec": c.card.spec, "data": c.card.data}, book_key=books[c.book].key if c.book is not None else "",
+        position=start + number) for number, c in enumerate(plan.characters)])
+    written.characters += [{"key": c.key, "name": c.name} for c in plan.characters]
+
+
+def _book(campaign, book, written):
+    try:
+        source = importer.import_keyed(campaign, book.file, book.converted.book, book.level, lore_scope=book.scope,
+                                       key=book.key)
+    except importer.ImportRefused as refusal:
+        raise ImportRefused(str(refusal)) from None
+    written.entries += [{"id": f"{source.lore_book}:{lore.entry_id(entry.uid)}", "book": source.title,
+                         "keys": list(entry.keys), "constant": entry.constant}
+                        for entry in book.entries]
+
+
+def _note_and_memory(campaign, plan):
+    if plan.note is not None and plan.note["text"].strip():
+        AuthorNote.objects.create(campaign=campaign, text=plan.note["text"], depth=plan.note["depth"],
+                                  interval=plan.note["interval"], role=plan.note["role"])
+    if plan.memory.strip():
+        try:
+            importer.import_source(campaign, "memory.md", plan.memory.encode(), "canon", always_include=True,
+                                   notes="A Kobold save's memory: always in force.")
+        except importer.ImportRefused as refusal:
+            raise ImportRefused(str(refusal)) from None
+
+
+# --- the story ----------------------------------------------------------------------------------------------------
+
+
+@dataclass
+class _Row:
+    """One node to write: its depth on its line, its role and mode, its versions (the first on the line)."""
+
+    depth: int
+    role: str
+    mode: str
+    versions: list  # texts, in the order they were written; ``chosen`` is on the line
+    chosen: int = 0
+    note: str = ""
+    source: str = ""  # the file it came from, for its context snapshot
+    counts: list = field(default_factory=list)
+
+
+def _story_rows(plan, *, greetings=True):
+    """Return the lines of story to write: [[_Row…] per line], the first becoming the campaign's own."""
+    lines = []
+    if plan.lines:
+        for line in plan.lines:
+            rows, depth = [], 1
+            for turn in line.turns:
+                rows.append(_Row(depth, Node.Role.PLAYER, Node.Mode.DO if turn.action else Node.Mode.CONTINUE,
+                                 [turn.action], note=turn.action_note, source=line.file))
+                rows.append(_Row(depth + 1, Node.Role.NARRATOR, "", list(turn.reply), turn.chosen, turn.note,
+                                 line.file))
+                depth += 2
+            lines.append(rows)
+    elif greetings and plan.greetings:
+        lines.append([_Row(1, Node.Role.PLAYER, Node.Mode.CONTINUE, [""]),
+                      _Row(2, Node.Role.NARRATOR, "", [text for _, text in plan.greetings], 0,
+                           source="greetings")])
+    for rows in lines:  # counted before any transaction opens: tokenising thousands of messages takes a while
+        for row in rows:
+            row.counts = [context.node_tokens(row.role, row.mode, text) for text in row.versions]
+    return lines
+
+
+def _write_story(campaign, root, lines, writes, progress):
+    """Write ``lines`` of the staged ``campaign`` in batches; return the head (the first line's tip) or None."""
+    head = None
+    opening = Node.objects.get(campaign=campaign, depth=0)
+    for number, rows in enumerate(lines):
+        branch = root if number == 0 else staging.transact(
+            lambda: Branch.objects.create(campaign=campaign, parent_id=root, fork_depth=0).pk, writes)
+        tip = _write_rows(campaign, branch, rows, 0, opening.tokens_through, writes=writes, progress=progress)
+        head = head or tip
+    return head
+
+
+def _write_rows(campaign, branch, rows, fork, through, *, writes=None, progress=None):
+    """Write one line's ``rows`` on ``branch`` (its other versions on branches of their own) and return its tip.
+
+    Inside the caller's transaction when ``writes`` is None; else each batch
+    in a short transaction of its own (a staged campaign).
+    """
+    # Branches first (each version but the chosen one has its own, forked just before it), then the nodes in
+    # version order, so each group's ids run in the order its versions were written.
+    wanted = [(row, index) for row in rows for index in range(len(row.versions)) if index != row.chosen]
+    made = {}
+
+    def branches(chunk):
+        created = Branch.objects.bulk_create([Branch(campaign_id=campaign.pk, parent_id=branch,
+                                                     fork_depth=row.depth - 1) for row, _ in chunk])
+        made.update({(id(row), index): b.pk for (row, index), b in zip(chunk, created)})
+
+    nodes, snapshots = [], []
+    for row in rows:
+        parent = through
+        for index, text in enumerate(row.versions):
+            on_line = index == row.chosen
+            nodes.append((row, index, text, parent + row.counts[index], on_line))
+        through = parent + row.counts[row.chosen]
+    _run(wanted, branches, writes, progress)
+
+    def write(chunk):
+        created = Node.objects.bulk_create([
+            Node(campaign_id=campaign.pk, branch_id=branch if on_line else made[(id(row), index)], depth=row.depth,
+                 role=row.role, mode=row.mode, text=text, note=row.note if on_line else "",
+                 tokens=row.counts[index], tokens_through=total)
+            for row, index, text, total, on_line in chunk])
+        ContextSnapshot.objects.bulk_create([
+            ContextSnapshot(node=node, report=_imported(row), model="", api="imported")
+            for node, (row, *_rest) in zip(created, chunk) if row.role == Node.Role.NARRATOR])
+
+    _run(nodes, write, writes, progress)
+    return (branch, rows[-1].depth) if rows else None
+
+
+def _run(items, write, writes, progress):
+    if writes is None:
+        if items:
+            write(items)
+        if progress is not None:
+            progress(len(items))
+        return
+    staging.in_batches(items, write, writes=writes, progress=progress)
+
+
+def _imported(row):
+    """Return the context snapshot of an imported reply: it says where the reply came from, and that no narrator
+    here was asked for it."""
+    return {"version": context.REPORT_VERSION, "imported": {"from": row.source}}
+
+
+def rows_of(plan):
+    """Return about how many rows writing ``plan`` takes beyond its world (the progress page's total)."""
+    swipes = plan.swipe_count
+    nodes = 2 * plan.turn_count + swipes + (1 + len(plan.greetings) if not plan.lines and plan.greetings else 0)
+    return nodes + swipes
