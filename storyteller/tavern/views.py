@@ -1,0 +1,146 @@
+"""The "Bring your story" page: drop files, see what each becomes, then import; and the export of a campaign.
+
+Reading files is work on the import thread (``storyteller.importing``),
+never on the thread every page and socket shares: a drop of a dozen cards
+and a 2,500-message chat takes a second to read. Preview and import post
+the same form, so what is imported is exactly what was shown: the files
+are read again, the person's choices (the persona's name, each book's
+level, the campaign) applied, and a new campaign is written in the
+background with the import progress page, or added to a chosen one in one
+transaction.
+"""
+
+from asgiref.sync import sync_to_async
+from django.conf import settings
+from django.contrib.auth.decorators import login_required
+from django.http import HttpResponse
+from django.shortcuts import redirect, render
+from django.utils.text import slugify
+from django.views.decorators.http import require_GET, require_http_methods
+
+from campaigns import playing, views as campaign_views
+from campaigns.models import Campaign, CharacterCard, Persona
+from storyteller import importing as import_thread
+
+from . import exporting, files, importing, plan as plans
+
+MAX_FILES = 50  # one drop: a cast of cards, their books and chats
+
+
+@login_required
+@require_http_methods(["GET", "POST"])
+async def bring(request):
+    """The page (GET); a POST reads the files on the import thread: the preview (htmx) or the import itself."""
+    request.user = await request.auser()
+    if request.method == "GET":
+        return await sync_to_async(_page)(request)
+    if import_thread.full():
+        return await sync_to_async(_page)(request, error=import_thread.BUSY, status=503)
+    return await import_thread.run(_posted, request)
+
+
+def _page(request, *, error="", status=200):
+    return render(request, "tavern/bring.html", {**_choices(request), "error": error,
+                                                  "limit": settings.STORYTELLER_BUNDLE_MAX_BYTES}, status=status)
+
+
+def _choices(request):
+    persona = Persona.objects.filter(owner=request.user).order_by("-updated_at").first()
+    return {"campaigns": Campaign.objects.filter(owner=request.user).order_by("-updated_at"),
+            "persona": request.POST.get("persona", persona.name if persona else ""),
+            "target": request.POST.get("campaign", ""), "levels": plans.LEVEL_WORDS}
+
+
+def _posted(request):
+    uploads = request.FILES.getlist("files")
+    target, error = _target(request)
+    if error:
+        return _answer(request, error=error)
+    plan, error = _read(request, uploads, target)
+    if error:
+        return _answer(request, error=error)
+    if request.POST.get("action") != "import":
+        return _answer(request, plan=plan, target=target)
+    if not plan.usable:
+        return _answer(request, plan=plan, target=target, error=importing._nothing(plan))
+    if target is not None:
+        try:
+            importing.add(request.user, target, plan)
+        except (importing.ImportRefused, playing.TurnInProgress) as refusal:
+            return _answer(request, plan=plan, target=target, error=str(refusal))
+        return redirect("play", target.pk)
+    title = request.POST.get("title", "").strip()[:200]
+    token = import_thread.start(request.user, f"“{title or plan.title}”", importing.rows_of(plan) + 1,
+                                lambda add: importing.create(request.user, plan, title=title, progress=add).campaign)
+    return redirect("import_progress", token)
+
+
+def _target(request):
+    chosen = request.POST.get("campaign", "")
+    if not chosen:
+        return None, ""
+    campaign = Campaign.objects.filter(owner=request.user, pk=chosen if chosen.isdigit() else 0).first()
+    if campaign is None:
+        return None, "That campaign is not one of yours; choose one from the list, or a new campaign."
+    return campaign, ""
+
+
+def _read(request, uploads, target):
+    """Return (the Plan of the uploaded files, "") or (None, why in words)."""
+    if not uploads:
+        return None, "Choose one or more files to bring in (or drop them on the page)."
+    if len(uploads) > MAX_FILES:
+        return None, f"{len(uploads)} files were chosen; bring at most {MAX_FILES} at once."
+    limit = settings.STORYTELLER_BUNDLE_MAX_BYTES
+    total = sum(upload.size for upload in uploads)
+    if total > limit:
+        return None, (f"The files come to {total:,} bytes; one import may bring at most {limit:,} "
+                      "(STORYTELLER_BUNDLE_MAX_MB). Bring them in smaller groups.")
+    readings = []
+    for upload in uploads:
+        readings.append(files.read(upload.name, upload.read(), limit))
+    levels = {number: request.POST.get(f"level-{number}") for number in range(len(readings) * 2)}
+    existing = list(CharacterCard.objects.filter(campaign=target).values_list("name", flat=True)) if target else []
+    if target is not None:
+        from campaigns import lineage, state
+
+        now = state.state_at(lineage.path_of(target), target)
+        existing += [now.name_of(key) for key in now.keys_of_kind("character")] if hasattr(now, "keys_of_kind") \
+            else []
+    return plans.make(readings, request.POST.get("persona", ""), levels, existing), ""
+
+
+def _answer(request, *, plan=None, target=None, error=""):
+    context = {**_choices(request), "plan": plan, "target_campaign": target, "error": error,
+               "limit": settings.STORYTELLER_BUNDLE_MAX_BYTES}
+    status = 400 if error else 200
+    if request.htmx:
+        return render(request, "tavern/_preview.html", context, status=status)
+    return render(request, "tavern/bring.html", context, status=status)
+
+
+@login_required
+@require_GET
+def export_tavern(request, pk):
+    """Download the campaign in SillyTavern's formats: a zip of its cards, lorebooks and current line."""
+    campaign = campaign_views.campaign_for_user(request, pk)
+    response = HttpResponse(exporting.zipped(campaign), content_type="application/zip")
+    name = slugify(campaign.title) or f"campaign-{campaign.pk}"
+    response["Content-Disposition"] = f'attachment; filename="{name}.sillytavern.zip"'
+    return response
+
+
+@login_required
+@require_GET
+def portrait(request, pk, card_pk):
+    """A character's portrait, to its owner only, as the picture type it was drawn again as."""
+    campaign = campaign_views.campaign_for_user(request, pk)
+    card = CharacterCard.objects.filter(campaign=campaign, pk=card_pk).exclude(portrait=b"").first()
+    if card is None:
+        from django.http import Http404
+
+        raise Http404("This character has no portrait.")
+    response = HttpResponse(bytes(card.portrait), content_type=card.portrait_type or "image/png")
+    response["Cache-Control"] = "private, max-age=300"
+    response["X-Content-Type-Options"] = "nosniff"
+    return response
