@@ -2,10 +2,11 @@ from django import forms
 
 from . import worldfile
 from .models import PORTRAIT_BYTES, AuthorNote, Campaign, CanonRule, Node, Persona
-from .state import calendar, clock
-from .state.rules import Refused
-from .state.events import CORRECTION_TYPES, MAX_TEXT
+from .state import CORRECTION_TYPES
+from .state.events import MAX_TEXT
 from .state.registry import OP_FIELDS, TYPES
+from .state.time import calendar, clock
+from .state.time.rules import Refused
 
 
 # The campaign's limits on voices (seed 002; the edit page's "Voices" fieldset).

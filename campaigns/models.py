@@ -134,7 +134,7 @@ class Campaign(models.Model):
     )
 
     # Story time and world rules (seed 002 时间, 世界触发器; docs/rules.md). Checked together by the campaign
-    # form (``campaigns.state.clock.Settings.check``): invalid settings are refused naming what to change.
+    # form (``campaigns.state.time.clock.Settings.check``): invalid settings are refused naming what to change.
     clock_mode = models.CharField(max_length=10, choices=ClockMode.choices, default=ClockMode.SIMULATED,
                                   help_text="Simulated time moves only with the story; real time follows the wall "
                                             "clock, never goes back and cannot be skipped.")
@@ -589,82 +589,83 @@ class BeliefRecord(StateRecord):
         verbose_name = "belief record"
 
 
-class RecorderRun(models.Model):
+def step_statuses(**labels):
+    """Return a run table's ``Status``: what its step can end in, one ``value="Label"`` each, in order."""
+    return models.TextChoices("Status", [(value.upper(), (value, label)) for value, label in labels.items()])
+
+
+class _StepStatus(models.CharField):
+    """A run's status, its choices its own table's ``Status``, set as the field joins each table."""
+
+    def contribute_to_class(self, cls, name, **kwargs):
+        if not cls._meta.abstract:
+            # The table's own, so its members pickle and print as ``RecorderRun.Status.APPLIED``.
+            cls.Status.__module__, cls.Status.__qualname__ = cls.__module__, f"{cls.__qualname__}.Status"
+            self.choices = cls.Status.choices
+        super().contribute_to_class(cls, name, **kwargs)
+
+    def deconstruct(self):
+        name, _, args, kwargs = super().deconstruct()
+        return name, "django.db.models.CharField", args, kwargs  # to migrations, the CharField it is
+
+
+class StepRun(models.Model):
+    """What one post-turn step (storyteller/steps/) did after one reply: its status, why it failed, when.
+
+    One row per reply and step; no row means the step has not run for that
+    reply. Each table keeps its own name and ``Status`` (what its step can
+    end in) and adds the figures its step reports.
+    """
+
+    node = models.OneToOneField(Node, on_delete=models.CASCADE)
+    status = _StepStatus(max_length=12)
+    error = models.TextField(blank=True, validators=[MaxLengthValidator(REASON_CHARS)])
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        abstract = True
+
+    def __str__(self):
+        return f"{self._meta.verbose_name} for node {self.node_id}: {self.status}"
+
+
+class RecorderRun(StepRun):
     """Whether the recorder has turned a reply into state events yet; no row means pending."""
 
-    class Status(models.TextChoices):
-        APPLIED = "applied", "Applied"
-        FAILED = "failed", "Failed"
-        # A game-master reply waits, unrecorded, for a stage boundary (docs/voices.md); ``error`` keeps why the
-        # last try at the boundary failed, and the reply still waits.
-        WAITING = "waiting", "Waiting for a stage boundary"
+    # A game-master reply waits, unrecorded, for a stage boundary (docs/voices.md); ``error`` keeps why the last
+    # try at the boundary failed, and the reply still waits.
+    Status = step_statuses(applied="Applied", failed="Failed", waiting="Waiting for a stage boundary")
 
-    node = models.OneToOneField(Node, on_delete=models.CASCADE, related_name="recorder_run")
-    status = models.CharField(max_length=10, choices=Status.choices)
-    error = models.TextField(blank=True, validators=[MaxLengthValidator(REASON_CHARS)])
     attempts = models.PositiveIntegerField(default=0)
     model = models.CharField(max_length=200, blank=True)
-    updated_at = models.DateTimeField(auto_now=True)
-
-    def __str__(self):
-        return f"recorder {self.status} for node {self.node_id}"
 
 
-class JudgeRun(models.Model):
+class JudgeRun(StepRun):
     """Whether the post-turn judge has decided the judged trigger conditions after a reply; no row: not yet."""
 
-    class Status(models.TextChoices):
-        APPLIED = "applied", "Applied"
-        NOTHING = "nothing", "Nothing to judge"
-        FAILED = "failed", "Failed"
+    Status = step_statuses(applied="Applied", nothing="Nothing to judge", failed="Failed")
 
-    node = models.OneToOneField(Node, on_delete=models.CASCADE, related_name="judge_run")
-    status = models.CharField(max_length=10, choices=Status.choices)
-    error = models.TextField(blank=True, validators=[MaxLengthValidator(REASON_CHARS)])
     model = models.CharField(max_length=200, blank=True)
-    updated_at = models.DateTimeField(auto_now=True)
-
-    def __str__(self):
-        return f"judge {self.status} for node {self.node_id}"
 
 
-class OffstageRun(models.Model):
+class OffstageRun(StepRun):
     """What the off-stage step did after one reply: the characters away from the player who acted (seed 002 离场行动)."""
 
-    class Status(models.TextChoices):
-        PLAYED = "played", "Played"
-        NOTHING_DUE = "nothing_due", "Nothing due"
-        OFF = "off", "Off"
-        FAILED = "failed", "Failed"
+    Status = step_statuses(played="Played", nothing_due="Nothing due", off="Off", failed="Failed")
 
-    node = models.OneToOneField(Node, on_delete=models.CASCADE, related_name="offstage_run")
-    status = models.CharField(max_length=12, choices=Status.choices)
     played = models.PositiveSmallIntegerField(default=0, help_text="Off-stage rounds played for this reply.")
     waiting = models.PositiveSmallIntegerField(default=0, help_text="Items left due for a later turn.")
     note = models.TextField(blank=True, validators=[MaxLengthValidator(REASON_CHARS)])
-    error = models.TextField(blank=True, validators=[MaxLengthValidator(REASON_CHARS)])
     attempts = models.PositiveIntegerField(default=1)
-    updated_at = models.DateTimeField(auto_now=True)
-
-    def __str__(self):
-        return f"off-stage {self.status} for node {self.node_id}"
 
 
-class ConsolidationRun(models.Model):
-    """What the world author's consolidation step did after one reply (seed 002 扩展世界); its reason in words."""
+class ConsolidationRun(StepRun):
+    """What the world author's consolidation step did after one reply (seed 002 扩展世界); its reason in words.
 
-    class Status(models.TextChoices):
-        APPLIED = "applied", "Applied"
-        NOT_DUE = "not_due", "Not due"
-        FAILED = "failed", "Failed"
+    A failure keeps the queue; ``error`` says why it failed.
+    """
 
-    node = models.OneToOneField(Node, on_delete=models.CASCADE, related_name="consolidation_run")
-    status = models.CharField(max_length=10, choices=Status.choices)
-    error = models.TextField(blank=True, validators=[MaxLengthValidator(REASON_CHARS)],
-                             help_text="Why it failed (the queue is kept).")
+    Status = step_statuses(applied="Applied", not_due="Not due", failed="Failed")
+
     note = models.TextField(blank=True, validators=[MaxLengthValidator(REASON_CHARS)])
     attempts = models.PositiveIntegerField(default=1)
-    updated_at = models.DateTimeField(auto_now=True)
-
-    def __str__(self):
-        return f"consolidation {self.status} for node {self.node_id}"

@@ -18,8 +18,10 @@ from django.views.decorators.http import require_GET, require_POST
 from . import lineage, storytime
 from .forms import CorrectionForm
 from .models import StateEvent
-from .state import PROTAGONIST, agenda, calendar, clock, rulebook, state_at, world
+from .state import PROTAGONIST, state_at
 from .state.registry import TYPES
+from .state.time import agenda, calendar, clock, rulebook
+from .state.world import world
 from .views import campaign_for_user
 
 # Panel -> (its fragment, its page, the event types its forms post).

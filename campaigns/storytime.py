@@ -14,7 +14,8 @@ from django.utils import timezone
 
 from . import lineage
 from .models import Campaign, Node, StateEvent
-from .state import apply_events, rulebook, state_for_events
+from .state import apply_events, state_for_events
+from .state.time import rulebook
 
 ENGINE = StateEvent.Source.ENGINE
 

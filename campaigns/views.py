@@ -14,9 +14,9 @@ from django.views.decorators.http import require_GET, require_POST
 from . import lineage, state, worldmap
 from .forms import CorrectionForm
 from .models import Campaign, Node, RecorderRun, StateEvent
-from .state import authoring, lint, world
 from .state.registry import OP_NAMES
 from .state.selection import describe
+from .state.world import authoring, lint, world
 
 # The panel's sections, in reading order, with the record kinds they show.
 PANEL_GROUPS = [

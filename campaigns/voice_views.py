@@ -12,7 +12,8 @@ from django.shortcuts import render
 from django.views.decorators.http import require_GET
 
 from . import lineage, state
-from .state import PROTAGONIST, world
+from .state import PROTAGONIST
+from .state.world import world
 from .views import campaign_for_user
 
 

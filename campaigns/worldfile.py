@@ -30,11 +30,13 @@ from django.db import transaction
 
 from . import lineage, story
 from .models import Campaign, CanonRule, Node, StateEvent
-from .state import calendar as story_calendar
-from .state import clock, lint, lore, rulebook, validate_batch, world
-from .state.rules import Refused
+from .state import validate_batch
 from .state.reading import PROTAGONIST, Canon, State, _add_protagonist, key_for, normalize, protagonist_name
 from .state.registry import MAX_NAME, MAX_TEXT, clean
+from .state.time import calendar as story_calendar
+from .state.time import clock, rulebook
+from .state.time.rules import Refused
+from .state.world import lint, lore, world
 
 FORMAT = "storyteller-world"
 VERSION = 1

@@ -11,8 +11,8 @@ shape as the character walks about and grows only where it learns more.
 from collections import deque
 from dataclasses import dataclass
 
-from .state import world
 from .state.reading import PROTAGONIST, normalize
+from .state.world import world
 
 # Past this many places a map is a list, not a picture; the rest are counted as left out.
 MAX_PLACES = 60

@@ -29,7 +29,8 @@ from django.db.models import Max
 
 from campaigns import lineage, playing
 from campaigns.models import Node, StateRecord
-from campaigns.state import lore, state_for_events
+from campaigns.state import state_for_events
+from campaigns.state.world import lore
 
 from . import chunking, keyed, worldinfo
 from .models import LoreEntry, Source

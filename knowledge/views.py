@@ -12,10 +12,9 @@ from django.urls import reverse
 from django.views.decorators.http import require_GET, require_POST
 from django_htmx.http import HttpResponseClientRedirect
 
-from campaigns import lineage, playing
+from campaigns import importing, lineage, playing
 from campaigns.models import ContextSnapshot, Node
 from campaigns.views import campaign_for_user
-from storyteller import importing
 
 from . import importer, lorebooks, retrieval
 from .forms import SourceForm, UploadForm
@@ -66,7 +65,7 @@ def knowledge_page(request, pk):
 @login_required
 @require_POST
 async def upload(request, pk):
-    """Import the files on the import thread (storyteller.importing), so nobody else's play waits for them."""
+    """Import the files on the import thread (campaigns.importing), so nobody else's play waits for them."""
     request.user = await request.auser()  # resolved here, not again on the import thread
     if importing.full():
         return await sync_to_async(_busy)(request, pk)

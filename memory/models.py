@@ -10,7 +10,7 @@ abandoned line's memories stay stored and come back when the line does.
 from django.core.validators import MaxLengthValidator
 from django.db import models
 
-from campaigns.models import REASON_CHARS, Branch, Campaign, Node
+from campaigns.models import REASON_CHARS, Branch, Campaign, StepRun, step_statuses
 
 # A memory is a few sentences (the summariser is asked for at most 50 words);
 # a person's may run longer, never to the size that crowds out the story.
@@ -108,28 +108,18 @@ class BankStamp(models.Model):
         return f"campaign {self.campaign_id}'s memories, generation {self.generation}"
 
 
-class MemoryRun(models.Model):
+class MemoryRun(StepRun):
     """What the memory step of the post-turn worker did after one reply, failures included."""
 
-    class Status(models.TextChoices):
-        WRITTEN = "written", "Memories written"
-        NOTHING_DUE = "nothing_due", "No block due"
-        FAILED = "failed", "Failed"
+    Status = step_statuses(written="Memories written", nothing_due="No block due", failed="Failed")
 
-    node = models.OneToOneField(Node, on_delete=models.CASCADE, related_name="memory_run")
     campaign = models.ForeignKey(Campaign, on_delete=models.CASCADE, related_name="+")
-    status = models.CharField(max_length=12, choices=Status.choices)
     written = models.PositiveIntegerField(default=0)
     evicted = models.PositiveIntegerField(default=0)
     embedded = models.PositiveIntegerField(default=0)
     embedding_note = models.TextField(blank=True, help_text="Why vectors were not made, in words.",
                                       validators=[MaxLengthValidator(REASON_CHARS)])
-    error = models.TextField(blank=True, validators=[MaxLengthValidator(REASON_CHARS)])
     attempts = models.PositiveIntegerField(default=1)
-    updated_at = models.DateTimeField(auto_now=True)
-
-    def __str__(self):
-        return f"memory run for node {self.node_id}: {self.status}"
 
 
 class Checkpoint(models.Model):
@@ -177,23 +167,13 @@ class Checkpoint(models.Model):
         return self.origin == self.Origin.PERSON
 
 
-class CheckpointRun(models.Model):
+class CheckpointRun(StepRun):
     """What the checkpoint step of the post-turn worker did after one reply, failures included."""
 
-    class Status(models.TextChoices):
-        WRITTEN = "written", "Summary written"
-        NOT_NEEDED = "not_needed", "No compaction needed yet"
-        FAILED = "failed", "Failed"
+    Status = step_statuses(written="Summary written", not_needed="No compaction needed yet", failed="Failed")
 
-    node = models.OneToOneField(Node, on_delete=models.CASCADE, related_name="checkpoint_run")
     campaign = models.ForeignKey(Campaign, on_delete=models.CASCADE, related_name="+")
-    status = models.CharField(max_length=12, choices=Status.choices)
-    error = models.TextField(blank=True, validators=[MaxLengthValidator(REASON_CHARS)])
     attempts = models.PositiveIntegerField(default=1)
-    updated_at = models.DateTimeField(auto_now=True)
-
-    def __str__(self):
-        return f"checkpoint run for node {self.node_id}: {self.status}"
 
 
 class RecallItem(models.Model):
@@ -312,18 +292,13 @@ class RecallSync(models.Model):
         return f"campaign {self.campaign_id}'s recall index read through record {self.record_id}"
 
 
-class MindsRun(models.Model):
+class MindsRun(StepRun):
     """What the minds step of the post-turn worker did after one reply: the recorder's second call, the index."""
 
-    class Status(models.TextChoices):
-        RECORDED = "recorded", "Recorded"
-        NOTHING = "nothing", "Nothing to record"
-        WAITING = "waiting", "Waiting for the state's recording"
-        FAILED = "failed", "Failed"
+    Status = step_statuses(recorded="Recorded", nothing="Nothing to record",
+                           waiting="Waiting for the state's recording", failed="Failed")
 
-    node = models.OneToOneField(Node, on_delete=models.CASCADE, related_name="minds_run")
     campaign = models.ForeignKey(Campaign, on_delete=models.CASCADE, related_name="+")
-    status = models.CharField(max_length=12, choices=Status.choices)
     applied = models.PositiveIntegerField(default=0)
     rejected = models.PositiveIntegerField(default=0)
     asked_again = models.BooleanField(default=False, help_text="The first answer had refusals and was asked again.")
@@ -332,10 +307,5 @@ class MindsRun(models.Model):
     indexed = models.PositiveIntegerField(default=0)
     embedded = models.PositiveIntegerField(default=0)
     embedding_note = models.TextField(blank=True, validators=[MaxLengthValidator(REASON_CHARS)])
-    error = models.TextField(blank=True, validators=[MaxLengthValidator(REASON_CHARS)])
     attempts = models.PositiveIntegerField(default=1)
     model = models.CharField(max_length=200, blank=True)
-    updated_at = models.DateTimeField(auto_now=True)
-
-    def __str__(self):
-        return f"minds run for node {self.node_id}: {self.status}"

@@ -25,7 +25,8 @@ from campaigns import lineage
 from campaigns.forms import ActionForm
 from campaigns.models import Campaign, Node
 
-from . import editing, postturn, turns, warming
+from . import editing, turns, warming
+from .steps import postturn
 from .context import Action
 from .views import STORY_WINDOW, controls_context, mark_rounds, mark_versions
 

@@ -23,8 +23,10 @@ from django.http import Http404
 from campaigns import lineage
 from campaigns import state as story_state
 from campaigns.models import Node, StateRecord
-from campaigns.state import minds as mind_events
-from campaigns.state import selection, whereabouts, world
+from campaigns.state import selection
+from campaigns.state.minds import minds as mind_events
+from campaigns.state.minds import whereabouts
+from campaigns.state.world import world
 from knowledge.importer import embedding_model, prefixes
 from memory import recall, recall_index
 from memory.models import MindsRun, RecallPin

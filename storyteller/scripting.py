@@ -20,7 +20,10 @@ from django.db import transaction
 
 from campaigns import lineage, story, storytime
 from campaigns.models import Campaign, Node, StateEvent
-from campaigns.state import apply_events, rulebook, state_at, whereabouts, world
+from campaigns.state import apply_events, state_at
+from campaigns.state.minds import whereabouts
+from campaigns.state.time import rulebook
+from campaigns.state.world import world
 
 from memory import recall_index
 

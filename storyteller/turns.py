@@ -20,7 +20,8 @@ from campaigns import lineage, playing, story, storytime
 from campaigns.models import Campaign, Node
 from memory import bank, recall_index
 
-from . import compaction, context, llm, postturn, tokens, warming
+from . import context, llm, tokens, warming
+from .steps import compaction, postturn
 from .voices import gm
 from .llm import priority, thinking
 from .context import Action

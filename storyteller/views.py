@@ -25,19 +25,19 @@ from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 from django_htmx.http import HttpResponseClientRedirect, reswap, retarget
 
-from campaigns import lineage, playing, rule_views, story, storytime, worldfile
+from campaigns import importing, lineage, playing, rule_views, story, storytime, worldfile
 from campaigns import views as campaign_views
 from campaigns.forms import (MAX_ACTION, MAX_DIRECTION, CampaignForm, CanonRuleFormSet, EditCampaignForm,
                              NewCampaignForm, SavePointForm)
 from campaigns.models import NODE_CHARS, Branch, Campaign, Node, OffstageRun, Round, SavePoint
-from campaigns.state import calendar
+from campaigns.state.time import calendar
 from memory import bank as memory_bank
 from memory import views as memory_views
 
-from . import bundle, compaction, editing, importing, llm, memories, postturn, signin
+from . import bundle, editing, llm, signin
 from .context import prefix_hash
 from .diagnostics import long_run
-from .voices import away
+from .steps import away, compaction, memories, postturn
 
 # The play page shows the newest part of the lineage; the rest is a link away.
 STORY_WINDOW = 120
@@ -140,7 +140,7 @@ async def campaign_create(request):
     """The new-campaign form, its budget starting from what the default narrator model can read.
 
     Async because asking the model server must not hold the thread the database work shares; a campaign
-    started from a world file is made on the import thread (storyteller.importing), as every import is.
+    started from a world file is made on the import thread (campaigns.importing), as every import is.
     """
     info = await llm.adescribe_model()
     if request.method == "POST" and request.FILES.get("world"):

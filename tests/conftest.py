@@ -3,11 +3,12 @@ from django.contrib.auth import get_user_model
 
 from campaigns import story
 from campaigns.models import Campaign, CanonRule
-from campaigns.state import whereabouts
+from campaigns.state.minds import whereabouts
 from knowledge import retrieval
 from memory import checkpoints, recall_index
-from storyteller import llm, postturn, warming
+from storyteller import llm, warming
 from storyteller.context import memories as memory_section
+from storyteller.steps import postturn
 
 pytest_plugins = ["tests.fake_ollama", "tests.llama_server"]
 

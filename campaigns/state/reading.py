@@ -417,13 +417,39 @@ _SHAREABLE = frozenset(BASE_KINDS)
 # For ``_rows``, with BASE_KINDS and the protagonist's location slot as its parameters.
 _BASE_SQL = f"r.kind IN ({', '.join(['%s'] * len(BASE_KINDS))}) OR r.slot = %s"
 
-# What characters perceived and believe (campaigns/state/minds.py): read by the recall index and the
+# What characters perceived and believe (campaigns/state/minds/minds.py): read by the recall index and the
 # whereabouts beliefs, never folded into the state the narrator's lines, the panels and ``story state`` show.
 MIND_KINDS = ("event", "perception", "belief", "notice")
 
 # The kinds whose slot belongs to one entity, the record's subject.
 # (Who holds what is in the base: a holding chain may need any holder.)
 SUBJECT_KINDS = ("location", "condition", "relationship", "fact")
+
+
+# Entity names longer than this many words are not looked for in the text.
+LONGEST_NAME = 6
+
+# Names shorter than this ("I", "me", "Al") match inside ordinary words and
+# pronouns too often to mean that the entity was mentioned.
+MIN_NAME = 3
+
+
+def mentioned(state, text):
+    """Return the keys of the entities named (by name or alias) in ``text``.
+
+    Names are matched as whole runs of words, up to ``LONGEST_NAME`` words
+    long, by looking each run up: the cost follows the text, not the number
+    of entities.
+    """
+    phrases = state.phrases()
+    found = set()
+    tokens = words(text)
+    for start in range(len(tokens)):
+        for end in range(start + 1, min(start + LONGEST_NAME, len(tokens)) + 1):
+            phrase = " ".join(tokens[start:end])
+            if phrase in phrases and len(phrase) >= MIN_NAME:
+                found.add(phrases[phrase])
+    return found
 
 
 def state_at(path, campaign):
@@ -438,8 +464,6 @@ def state_for_turn(path, campaign, text):
     the protagonist, whoever has been at the scene's place, the place itself,
     whatever ``text`` names, and facts about no one in particular.
     """
-    from .selection import mentioned
-
     state = _partial(path, campaign)
     place = state.place()
     focus = {PROTAGONIST, *mentioned(state, text)} | ({place} if place else set())

@@ -2,13 +2,16 @@
 
 Every event is the same envelope — ``type``, ``subject``, ``object``,
 ``value``, ``narrator_only``, ``aliases`` and a ``data`` object whose fields
-depend on the type. A domain module (``events`` for the story's core,
-``world`` for places, exits and items, later the clock, agendas and minds)
-registers its types here with ``register``; ``events.validate`` dispatches on
-``TYPES`` and nothing else. From the same declarations come ``clean`` (plain,
-bounded values whatever a model, a form or a script sent), the JSON Schema of
-each type (``schema``) and the recorder's schema (``recorder_schema``), so the
-documentation, the recorder and the validator cannot drift apart.
+depend on the type. A domain module (``world.story`` for the story's own
+types, ``world.world`` for places, exits and items, ``time.rulebook`` for
+story time and world rules, ``minds.minds``…) registers its types here with
+``register``, and what it adds to every batch with ``hook``; ``events``
+dispatches on ``TYPES`` and calls ``HOOKS``, and neither this module nor
+``events`` imports a domain. From the same declarations come ``clean``
+(plain, bounded values whatever a model, a form or a script sent), the JSON
+Schema of each type (``schema``) and the recorder's schema
+(``recorder_schema``), so the documentation, the recorder and the validator
+cannot drift apart.
 """
 
 from dataclasses import dataclass, field
@@ -92,8 +95,47 @@ OP_FIELDS = {
 
 # Ranks: the story's own types, then the world's; later domains (time, minds) after them.
 STORY, WORLD_RANK = 10, 20
-# Story time and world rules (campaigns/state/rulebook.py).
+# Story time and world rules (campaigns/state/time/rulebook.py).
 RULES_RANK = 30
+
+
+@dataclass
+class Hooks:
+    """What domains add to every batch of ``events.apply_events`` beside their types, registered with ``hook``."""
+
+    # (node, campaign, path) -> where and when the batch is (story time's ``Env``), read from the campaign row
+    # with ``campaign_fields``; without one, the rules use their defaults.
+    environment: object = None
+    campaign_fields: tuple = ()
+    # (state, events) -> the slots validating the batch will read, fetched in one read before it.
+    prefetch: list = field(default_factory=list)
+    # (state, outcomes) -> one more event the application writes after the batch's own (what people saw), or None.
+    observers: list = field(default_factory=list)
+    # (state, outcomes, source, env, *, elsewhere) -> the engine's outcomes after the batch, in its transaction.
+    after_batch: list = field(default_factory=list)
+
+
+HOOKS = Hooks()
+
+
+def hook(kind, *, campaign_fields=()):
+    """Register the decorated function as a ``kind`` hook of every batch (a field of ``Hooks``).
+
+    ``environment`` is one function, with the ``campaign_fields`` it reads;
+    the others are lists, called in the order they were registered.
+    """
+    if kind not in ("environment", "prefetch", "observers", "after_batch"):
+        raise ValueError(f"no batch hook is called {kind!r}; use environment, prefetch, observers or after_batch")
+
+    def decorate(function):
+        if kind == "environment":
+            if HOOKS.environment is not None:
+                raise ValueError("a batch's environment is registered twice")
+            HOOKS.environment, HOOKS.campaign_fields = function, tuple(campaign_fields)
+        else:
+            getattr(HOOKS, kind).append(function)
+        return function
+    return decorate
 
 
 def register(rank, name, *, sources, fields=None, help, aliases=False, call=""):
@@ -327,7 +369,7 @@ class Check:
         self.state = state
         self.source = source
         self.elsewhere = elsewhere
-        self.env = env  # where and when the batch is (campaigns.state.rulebook.Env), for story time and rules
+        self.env = env  # where and when the batch is (campaigns.state.time.rulebook.Env), for story time and rules
 
     @property
     def by_recorder(self):

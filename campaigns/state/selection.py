@@ -9,19 +9,12 @@ player's input or the last reply. Pure: a State and some text in, lines out.
 
 from dataclasses import dataclass, field
 
-from . import world
-from .reading import PROTAGONIST, words
+from .reading import PROTAGONIST, mentioned
+from .world import world
 
 # Enough for a busy scene (a dozen characters with their items, relations and
 # facts) in roughly 1,000 tokens; beyond it the lines are reported as left out.
 MAX_LINES = 60
-
-# Entity names longer than this many words are not looked for in the text.
-LONGEST_NAME = 6
-
-# Names shorter than this ("I", "me", "Al") match inside ordinary words and
-# pronouns too often to mean that the entity was mentioned.
-MIN_NAME = 3
 
 
 @dataclass(frozen=True)
@@ -47,24 +40,6 @@ class Selection:
     # features, exits with their state and the visible items, each capped at 12, notable first; then,
     # for the narrator only, what is here unseen (hidden, or shut in a closed container).
     here: list[Line] = field(default_factory=list)
-
-
-def mentioned(state, text):
-    """Return the keys of the entities named (by name or alias) in ``text``.
-
-    Names are matched as whole runs of words, up to ``LONGEST_NAME`` words
-    long, by looking each run up: the cost follows the text, not the number
-    of entities.
-    """
-    phrases = state.phrases()
-    found = set()
-    tokens = words(text)
-    for start in range(len(tokens)):
-        for end in range(start + 1, min(start + LONGEST_NAME, len(tokens)) + 1):
-            phrase = " ".join(tokens[start:end])
-            if phrase in phrases and len(phrase) >= MIN_NAME:
-                found.add(phrases[phrase])
-    return found
 
 
 def select(state, text, *, limit=MAX_LINES):

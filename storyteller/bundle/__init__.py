@@ -40,7 +40,7 @@ from django.utils import timezone
 from campaigns import lineage
 from campaigns.forms import CampaignForm
 from campaigns.models import Branch, Campaign, Node
-from campaigns.state import lore
+from campaigns.state.world import lore
 from knowledge import importer, lorebooks
 from knowledge.models import Source
 from memory import checkpoints, recall_index

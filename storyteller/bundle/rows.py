@@ -76,7 +76,7 @@ def _text_tree(most_text, most_items=50, most_depth=4):
 
 _NAME = re.compile(r"[a-z][a-z0-9_]{0,39}")
 # Story time and world rules store structures (a trigger's conditions and effects, a routine's windows, a world's
-# triggers in one event): conditions nest at most four all/any/not deep (campaigns.state.triggers.MAX_NESTING),
+# triggers in one event): conditions nest at most four all/any/not deep (campaigns.state.time.triggers.MAX_NESTING),
 # which with a definition's own fields is at most sixteen levels from a payload or a record's data.
 _values = _text_tree(MAX_TEXT, most_items=1000, most_depth=16)
 _data = _text_tree(REASON_CHARS, most_items=1000, most_depth=16)

@@ -20,7 +20,9 @@ from dataclasses import dataclass
 from django.db import connection
 
 from campaigns.models import StateRecord
-from campaigns.state import PROTAGONIST, minds, selection, state_for_turn, world
+from campaigns.state import PROTAGONIST, selection, state_for_turn
+from campaigns.state.minds import minds
+from campaigns.state.world import world
 from knowledge.importer import embedding_model, prefixes
 from memory import recall, recall_index
 from memory.models import RecallPin

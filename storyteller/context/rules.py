@@ -14,7 +14,9 @@ everything a prompt cache can reuse.
 
 import time
 
-from campaigns.state import PROTAGONIST, agenda, calendar, clock, rulebook, triggers, variables, world
+from campaigns.state import PROTAGONIST
+from campaigns.state.time import agenda, calendar, clock, rulebook, triggers, variables
+from campaigns.state.world import world
 
 from .layers import DYNAMIC_TAIL, Section
 

@@ -8,7 +8,8 @@ named here in words, so the narrator does not take the stable prefix's
 """
 
 from campaigns import state as story_state
-from campaigns.state import selection, whereabouts
+from campaigns.state import selection
+from campaigns.state.minds import whereabouts
 
 from .layers import DYNAMIC_TAIL, Section
 

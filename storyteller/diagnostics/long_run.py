@@ -33,9 +33,10 @@ from campaigns.models import Campaign, Node
 from memory import checkpoints
 from memory.models import Memory, MemoryRun
 
-from .. import memories, postturn, turns
+from .. import turns
 from ..context import Action
 from ..context import memories as memory_section
+from ..steps import memories, postturn
 from .isolation import isolation, state_records_holding
 from .retention import diagnose
 from .scenarios import F, RECALL

@@ -23,9 +23,9 @@ from knowledge.importer import embedding_model
 from memory import bank, blocks, eviction, ranking
 from memory.models import Memory, MemoryVector
 
-from .. import memories as memory_step
 from .. import tokens
 from ..context import memories as memory_section
+from ..steps import memories as memory_step
 
 VERDICTS = ("not_created", "created_but_evicted", "retained_but_not_ranked", "ranked_but_not_selected",
             "selected_but_not_injected", "injected")

@@ -5,15 +5,15 @@ request is checked first (the author on, a need over the threshold, the
 turn's cap, nobody existing who already serves — refused naming whom to
 reuse, without asking the model), then the model answers ``EDIT_WORLD``
 and the edit is checked on a copy of the state the turn sees, through the
-typed events and world_lint (``campaigns.state.authoring``). Nothing is
+typed events and world_lint (``campaigns.state.world.authoring``). Nothing is
 written: the Proposal's events are committed with the turn (``commit``).
 
-``consolidate`` is the background step: when enough new things wait, or
-one has waited four turns, the model completes their passages and
-relationships (``CONSOLIDATE``: it can create nothing), the answer is
-checked the same way, and the completions and the emptied queue are
-written in one transaction — or, on any failure, nothing is, and the
-queue stays.
+``consolidate`` is what the post-turn step (``steps.consolidation``) asks:
+when enough new things wait, or one has waited four turns, the model
+completes their passages and relationships (``CONSOLIDATE``: it can create
+nothing), the answer is checked the same way, and the completions and the
+emptied queue are written in one transaction — or, on any failure, nothing
+is, and the queue stays.
 
 No model call is made on the database's thread or inside a transaction:
 the reads and the writes go through ``database_sync_to_async``, the calls
@@ -29,10 +29,10 @@ from django.db import transaction
 
 from campaigns import lineage
 from campaigns import state as story_state
-from campaigns.models import Campaign, ConsolidationRun, Node, StateEvent, StateRecord
-from campaigns.state import authoring, world
-from campaigns.state.authoring import AuthorRefused, Request
-from campaigns.state.rules import Refused
+from campaigns.models import Campaign, Node, StateEvent, StateRecord
+from campaigns.state.time.rules import Refused
+from campaigns.state.world import authoring, world
+from campaigns.state.world.authoring import AuthorRefused, Request
 
 from .. import llm
 from ..llm import failures, priority
@@ -226,41 +226,6 @@ async def consolidate(campaign_id, node_id, *, force=False):
     except AuthorRefused as refusal:
         return Consolidation("failed", f"{refusal}. The queue is kept.")
     return Consolidation("applied", f"{len(plan.items)} new things completed", stored)
-
-
-async def after_turn(node_id):
-    """The post-turn step: consolidate at reply ``node_id`` when due; return its ConsolidationRun status.
-
-    Nothing is asked unless consolidation is due. A failure keeps the queue
-    and its reason is recorded on the reply's run, for the play page.
-    """
-    found = await database_sync_to_async(_pending)(node_id)
-    if found is None:
-        return None
-    campaign_id, attempt = found
-    try:
-        outcome = await consolidate(campaign_id, node_id)
-    except Exception as error:  # noqa: BLE001 — whatever failed, nothing was written and the queue stays
-        outcome = Consolidation("failed", f"Consolidation failed ({type(error).__name__}: {error}); nothing was "
-                                          "written and the queue is kept.")
-    status = {"applied": ConsolidationRun.Status.APPLIED, "failed": ConsolidationRun.Status.FAILED}.get(
-        outcome.status, ConsolidationRun.Status.NOT_DUE)
-    failed = status == ConsolidationRun.Status.FAILED
-    await database_sync_to_async(ConsolidationRun.objects.update_or_create)(node_id=node_id, defaults={
-        "status": status, "error": outcome.reason[:2000] if failed else "",
-        "note": "" if failed else outcome.reason[:2000], "attempts": attempt})
-    return status
-
-
-def _pending(node_id):
-    """Return (campaign id, attempt) of the reply whose consolidation step is still to run, or None."""
-    node = Node.objects.filter(pk=node_id, role=Node.Role.NARRATOR).first()
-    if node is None or node.depth == 0:
-        return None
-    run = ConsolidationRun.objects.filter(node=node).first()
-    if run is not None and run.status != ConsolidationRun.Status.FAILED:
-        return None
-    return node.campaign_id, (run.attempts + 1) if run else 1
 
 
 def _anything_queued(campaign_id, node_id):

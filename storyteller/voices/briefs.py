@@ -16,7 +16,7 @@ composer has no way to name them.
 
 from dataclasses import dataclass, field
 
-from campaigns.state import world
+from campaigns.state.world import world
 
 # Seed 002: 「最多 12 条」 recalled, 「最多再关联 2 条」, the triggers 「最近三项」, the agenda's 「前三个目标」.
 MAX_MEMORIES = 12

@@ -30,9 +30,11 @@ from dataclasses import dataclass, field
 from channels.db import database_sync_to_async
 
 from campaigns.models import Round, StateEvent
-from campaigns.state import (PROTAGONIST, agenda, apply_events, authoring, calendar, clock, lore, minds, normalize,
-                             rulebook, selection, state_at, state_for_turn, triggers, variables, whereabouts, world)
-from campaigns.state.authoring import Request
+from campaigns.state import PROTAGONIST, apply_events, normalize, selection, state_at, state_for_turn
+from campaigns.state.minds import minds, whereabouts
+from campaigns.state.time import agenda, calendar, clock, rulebook, triggers, variables
+from campaigns.state.world import authoring, lore, world
+from campaigns.state.world.authoring import Request
 from memory import recall, recall_index
 
 from .. import context, llm, tokens

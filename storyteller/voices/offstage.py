@@ -20,7 +20,7 @@ import re
 from dataclasses import dataclass
 
 from campaigns.state.reading import PROTAGONIST
-from campaigns.state.rules import Refused
+from campaigns.state.time.rules import Refused
 
 from .rounds import OFFSTAGE_FIRST
 

@@ -15,7 +15,8 @@ commits the applied events once, at its end.
 
 from dataclasses import dataclass, field
 
-from campaigns.state import authoring, clock
+from campaigns.state.time import clock
+from campaigns.state.world import authoring
 
 
 @dataclass

@@ -13,7 +13,7 @@ for the game master's next step and the play page.
 from dataclasses import dataclass
 
 from campaigns.state.reading import PROTAGONIST
-from campaigns.state.rules import Refused
+from campaigns.state.time.rules import Refused
 
 GM, OFFSTAGE = "gm", "offstage"
 KINDS = (GM, OFFSTAGE)

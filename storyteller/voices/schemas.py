@@ -8,8 +8,9 @@ an empty string, list or ``false`` says "nothing". docs/voices.md says
 what each field means and which step asks for it.
 """
 
-from campaigns.state import authoring, registry
+from campaigns.state import registry
 from campaigns.state.registry import MAX_NAME
+from campaigns.state.world import authoring
 
 NAME = {"type": "string", "maxLength": MAX_NAME}
 LINE = {"type": "string", "maxLength": 300}

@@ -2,9 +2,9 @@
 
 import pytest
 
-from campaigns.state import agenda, calendar
-from campaigns.state.agenda import Engagement, Intent
-from campaigns.state.rules import Refused
+from campaigns.state.time import agenda, calendar
+from campaigns.state.time.agenda import Engagement, Intent
+from campaigns.state.time.rules import Refused
 
 LISBON = "Europe/Lisbon"
 MARA_DAY = [

@@ -2,8 +2,8 @@
 
 import pytest
 
-from campaigns.state import authoring
-from campaigns.state.authoring import AuthorRefused, Queued, Request
+from campaigns.state.world import authoring
+from campaigns.state.world.authoring import AuthorRefused, Queued, Request
 from tests.campaigns.test_world import apply, applied, ev, keep
 
 

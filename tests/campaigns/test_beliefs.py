@@ -9,7 +9,7 @@ know what the others saw.
 
 import pytest
 
-from campaigns.state.beliefs import (
+from campaigns.state.minds.beliefs import (
     UNKNOWN,
     Change,
     Container,

@@ -4,8 +4,8 @@ from datetime import date
 
 import pytest
 
-from campaigns.state import calendar
-from campaigns.state.rules import Refused
+from campaigns.state.time import calendar
+from campaigns.state.time.rules import Refused
 
 LISBON = "Europe/Lisbon"
 

@@ -2,9 +2,9 @@
 
 import pytest
 
-from campaigns.state import calendar, clock
-from campaigns.state.clock import Clock, Settings
-from campaigns.state.rules import Refused
+from campaigns.state.time import calendar, clock
+from campaigns.state.time.clock import Clock, Settings
+from campaigns.state.time.rules import Refused
 
 LISBON = "Europe/Lisbon"
 SETTINGS = Settings(time_zone=LISBON)

@@ -2,8 +2,8 @@
 
 import pytest
 
-from campaigns.state import dice
-from campaigns.state.rules import Refused
+from campaigns.state.time import dice
+from campaigns.state.time.rules import Refused
 
 LOCKPICK = {"name": "Pick a lock", "use_text": "when someone picks a lock", "definition": {
     "dice": "2d6", "read": "total", "bands": [

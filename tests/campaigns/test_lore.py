@@ -1,8 +1,8 @@
 """Lore by what each character knows (seed 002 实体知识, D10; WP4 scenario 7, its pure part): no database."""
 
 from campaigns import worldfile
-from campaigns.state import lore, world
-from campaigns.state.lore import Entry
+from campaigns.state.world import lore, world
+from campaigns.state.world.lore import Entry
 from tests.campaigns.test_world import PROTAGONIST_LINE, apply, applied, document, ev, keep
 
 LORE = [

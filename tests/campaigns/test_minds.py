@@ -12,8 +12,8 @@ import pytest
 
 from campaigns import worldfile
 from campaigns.state import validate_batch
-from campaigns.state.rulebook import now_of
 from campaigns.state.registry import clean
+from campaigns.state.time.rulebook import now_of
 
 KITCHEN = Path(__file__).parent / "worlds" / "kitchen.json"
 

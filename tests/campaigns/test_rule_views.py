@@ -8,7 +8,8 @@ from django.urls import reverse
 
 from campaigns import lineage, worldfile
 from campaigns.models import Campaign, StateEvent
-from campaigns.state import rulebook, state_at
+from campaigns.state import state_at
+from campaigns.state.time import rulebook
 from tests.campaigns.test_story_time import START, rules_document
 
 HTMX = {"HTTP_HX_REQUEST": "true"}

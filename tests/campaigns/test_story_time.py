@@ -16,7 +16,9 @@ from django.db import transaction
 
 from campaigns import lineage, story, storytime, worldfile
 from campaigns.models import Campaign, StateEvent
-from campaigns.state import apply_events, calendar, rulebook, state_at, world
+from campaigns.state import apply_events, state_at
+from campaigns.state.time import calendar, rulebook
+from campaigns.state.world import world
 from tests.campaigns.test_lineage import node_tokens, reply
 from tests.campaigns.test_state import head_node
 from tests.campaigns.test_world import document, ev

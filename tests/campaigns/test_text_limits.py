@@ -11,7 +11,7 @@ from django.urls import reverse
 from campaigns.models import CANON_CHARS, NOTES_CHARS, OPENING_CHARS, Campaign, CanonRule
 from memory import bank
 from memory.models import MEMORY_CHARS, SUMMARY_CHARS, Checkpoint, Memory
-from storyteller import compaction
+from storyteller.steps import compaction
 from tests.campaigns.test_lineage import act
 
 HTMX = {"HTTP_HX_REQUEST": "true"}

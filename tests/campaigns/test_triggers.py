@@ -8,9 +8,9 @@ from dataclasses import dataclass, field
 
 import pytest
 
-from campaigns.state import calendar, triggers
-from campaigns.state.rules import Refused
-from campaigns.state.triggers import Context, Note, References, Status
+from campaigns.state.time import calendar, triggers
+from campaigns.state.time.rules import Refused
+from campaigns.state.time.triggers import Context, Note, References, Status
 
 LISBON = "Europe/Lisbon"
 HOUR = 3_600_000

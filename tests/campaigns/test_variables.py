@@ -2,8 +2,8 @@
 
 import pytest
 
-from campaigns.state import variables
-from campaigns.state.rules import Refused
+from campaigns.state.time import variables
+from campaigns.state.time.rules import Refused
 
 DEBT = {"name": "debt", "type": "number", "applies_to": ["character"], "range": [0, 100], "default": 0,
         "bands": [{"label": "clear", "min": 0, "max": 0}, {"label": "owing", "min": 1, "max": 59},

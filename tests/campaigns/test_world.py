@@ -15,8 +15,9 @@ from pathlib import Path
 import pytest
 
 from campaigns import worldfile
-from campaigns.state import lint, validate_batch, world
+from campaigns.state import validate_batch
 from campaigns.state.registry import clean
+from campaigns.state.world import lint, world
 
 LANTERN_KEEP = Path(__file__).parent / "worlds" / "lantern_keep.json"
 PROTAGONIST_LINE = "Edrin, a young cartographer"
@@ -376,7 +377,7 @@ def test_a_world_file_round_trips_through_export():
 
 
 def test_story_time_sections_become_their_records_or_are_refused_with_every_reason():
-    from campaigns.state import calendar, rulebook
+    from campaigns.state.time import calendar, rulebook
 
     doc = document()
     doc["starting_time"] = "2031-03-14T08:00"

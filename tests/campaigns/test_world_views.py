@@ -5,7 +5,8 @@ from django.urls import reverse
 
 from campaigns import worldfile
 from campaigns.models import StateEvent
-from campaigns.state import state_at, world
+from campaigns.state import state_at
+from campaigns.state.world import world
 from campaigns import lineage
 from tests.campaigns.test_world import document
 

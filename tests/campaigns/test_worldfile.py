@@ -8,7 +8,8 @@ import pytest
 
 from campaigns import lineage, story, worldfile
 from campaigns.models import Campaign, CanonRule, StateEvent, StateRecord
-from campaigns.state import apply_events, state_at, world
+from campaigns.state import apply_events, state_at
+from campaigns.state.world import world
 from tests.campaigns.test_lineage import act
 from tests.campaigns.test_state import head_node, record
 from tests.campaigns.test_world import PROTAGONIST_LINE, document, ev, keep, op, ops

@@ -4,8 +4,8 @@ import json
 
 import pytest
 
-from storyteller import compaction, memories, recorder
 from storyteller.llm import bounds, builtin
+from storyteller.steps import compaction, memories, recorder
 
 EVENTS = {
     "type": "object",

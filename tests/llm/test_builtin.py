@@ -6,9 +6,9 @@ import time
 
 import pytest
 
-from storyteller import recorder
 from storyteller.llm import BuiltinNarrator, ChatOptions, EmbeddingUnavailable, NarratorError, builtin, priority
 from storyteller.llm.builtin import GGUF_NAME, model_path
+from storyteller.steps import recorder
 
 MESSAGES = [
     {"role": "system", "content": "You are the narrator of a short adventure."},

@@ -10,10 +10,11 @@ from django.test import Client
 from django.urls import reverse
 
 from campaigns.models import Campaign, Node, RecorderRun, StateEvent
-from storyteller import llm, postturn, recorder, turns
+from storyteller import llm, turns
 from storyteller.consumers import CHUNK_FRAGMENT
 from storyteller.context import Action
 from storyteller.llm import structured
+from storyteller.steps import postturn, recorder
 from tests.conftest import make_campaign
 from tests.storyteller.test_consumers import connect, frames_until_end
 
@@ -116,7 +117,7 @@ async def test_three_turns_recorded_with_negotiated_output_counted_tokens_and_no
 async def test_the_minds_call_is_answered_in_the_negotiated_mode_and_checked(real_narrator, owner):
     from campaigns import worldfile
     from memory.models import MindsRun
-    from storyteller import minds
+    from storyteller.steps import minds
     from tests.campaigns.test_lineage import act
     from tests.campaigns.test_minds import KITCHEN
 

@@ -8,9 +8,10 @@ from campaigns import lineage
 from campaigns.models import Campaign, Node
 from memory import blocks
 from memory.models import Memory, MemoryRun, MemoryVector
-from storyteller import llm, memories, tokens
+from storyteller import llm, tokens
 from storyteller.context import Action, build
 from storyteller.context.layers import render_action
+from storyteller.steps import memories
 from tests.campaigns.test_lineage import act
 from tests.conftest import make_campaign
 

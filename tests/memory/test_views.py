@@ -7,7 +7,7 @@ from django.urls import reverse
 
 from memory import bank
 from memory.models import Memory, MemoryVector
-from storyteller import memories
+from storyteller.steps import memories
 
 from .conftest import play_to, remember_at
 

@@ -11,8 +11,9 @@ from knowledge.importer import embed_source
 from knowledge.models import Passage, Source
 from memory import bank, checkpoints
 from memory.models import Checkpoint, Memory, MemoryVector
-from storyteller import bundle, compaction, context
+from storyteller import bundle, context
 from storyteller.context import Action
+from storyteller.steps import compaction
 from tests.campaigns.test_lineage import act
 from tests.knowledge.conftest import import_fixture
 

@@ -26,7 +26,8 @@ from campaigns.models import (
 from knowledge.models import Source
 from memory import bank
 from memory.models import Checkpoint, Memory, MemoryRun
-from storyteller import bundle, compaction
+from storyteller import bundle
+from storyteller.steps import compaction
 from tests.storyteller.test_bundle import rich  # noqa: F401  (the fixture)
 
 # The bundle's tables and the model each one is written to.

@@ -13,8 +13,9 @@ from campaigns import lineage, story
 from campaigns.models import Campaign, ContextSnapshot, Node
 from memory import checkpoints
 from memory.models import Checkpoint, CheckpointRun
-from storyteller import compaction, context, tokens, turns
+from storyteller import context, tokens, turns
 from storyteller.context import Action, budget
+from storyteller.steps import compaction
 from tests.campaigns.test_lineage import act
 from tests.conftest import make_campaign
 

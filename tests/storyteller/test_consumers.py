@@ -10,8 +10,8 @@ from django.test import Client
 
 from campaigns import lineage
 from campaigns.models import Node
-from storyteller import compaction, postturn
 from storyteller.asgi import application
+from storyteller.steps import compaction, postturn
 from tests.campaigns.test_lineage import act
 from tests.storyteller.test_context_checkpoints import long_story
 

@@ -7,7 +7,8 @@ from asgiref.sync import sync_to_async
 
 from campaigns import lineage
 from campaigns.models import Campaign, Node
-from storyteller import postturn, turns
+from storyteller import turns
+from storyteller.steps import postturn
 from tests.campaigns.test_lineage import act
 from tests.storyteller.test_consumers import connect, frames_until_end, outcome_of
 from tests.storyteller.test_turns_thinking import narrations

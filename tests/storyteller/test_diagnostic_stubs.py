@@ -14,8 +14,8 @@ from storyteller.diagnostics.stubs import (
     ScriptNarrator,
 )
 from storyteller.llm.fake_server import FakeModelServer
-from storyteller.memories import SCHEMA as MEMORY_SCHEMA
-from storyteller.recorder import SCHEMA as RECORDER_SCHEMA
+from storyteller.steps.memories import SCHEMA as MEMORY_SCHEMA
+from storyteller.steps.recorder import SCHEMA as RECORDER_SCHEMA
 
 F = Fact("I watch Mara slip the amber sundial inside the cracked teapot.", ("sundial", "teapot"))
 

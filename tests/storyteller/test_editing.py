@@ -6,7 +6,8 @@ from asgiref.sync import sync_to_async
 from campaigns import lineage, story
 from campaigns.models import Campaign, Node, RecorderRun
 from campaigns.state import state_at
-from storyteller import editing, postturn
+from storyteller import editing
+from storyteller.steps import postturn
 from tests.campaigns.test_lineage import act
 from tests.storyteller.test_consumers import connect, frames_until_end, outcome_of
 from tests.storyteller.test_recorder import WORLD, play, recordings

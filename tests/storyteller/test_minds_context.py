@@ -7,7 +7,9 @@ from asgiref.sync import sync_to_async
 
 from campaigns import lineage, worldfile
 from campaigns.models import Node
-from campaigns.state import PROTAGONIST, state_at, whereabouts, world
+from campaigns.state import PROTAGONIST, state_at
+from campaigns.state.minds import whereabouts
+from campaigns.state.world import world
 from memory import checkpoints
 from memory.models import RecallUse
 from storyteller import scripting

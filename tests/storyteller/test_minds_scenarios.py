@@ -14,8 +14,8 @@ import numpy as np
 
 from campaigns import lineage, story, worldfile
 from campaigns.models import Campaign, Node, StateEvent, StateRecord
-from campaigns.state import minds as mind_events
 from campaigns.state import state_for_turn
+from campaigns.state.minds import minds as mind_events
 from memory import recall, recall_index
 from memory.models import RecallItem
 from storyteller import scripting

@@ -11,7 +11,7 @@ from asgiref.sync import sync_to_async
 from campaigns import worldfile
 from campaigns.models import RecorderRun, StateEvent, StateRecord
 from memory.models import MindsRun, RecallItem, RecallVector
-from storyteller import minds, postturn
+from storyteller.steps import minds, postturn
 from tests.campaigns.test_minds import KITCHEN
 from tests.storyteller.test_recorder import play
 

@@ -15,8 +15,9 @@ from campaigns import lineage, worldfile
 from campaigns.models import Node
 from campaigns.state import apply_events
 from memory import checkpoints
-from storyteller import compaction, scripting
+from storyteller import scripting
 from storyteller.context import prefix_hash
+from storyteller.steps import compaction
 from tests.campaigns.test_minds import KITCHEN
 
 pytestmark = pytest.mark.django_db(transaction=True)

@@ -16,8 +16,8 @@ from django.urls import reverse
 from campaigns import lineage
 from campaigns.models import ConsolidationRun, Node, OffstageRun, RecorderRun
 from memory.models import Memory, MemoryRun
-from storyteller import judge, postturn
 from storyteller.llm.fake_server import FakeModelServer
+from storyteller.steps import judge, postturn
 from tests.campaigns.test_lineage import act, texts
 from tests.memory.conftest import play_to
 from tests.storyteller.test_consumers import connect, frames_until_end

@@ -6,8 +6,9 @@ from asgiref.sync import sync_to_async
 from campaigns import lineage, story
 from campaigns.models import Campaign, CanonRule, Node, RecorderRun, StateEvent
 from campaigns.state import correct, state_at
-from storyteller import postturn, recorder, turns
+from storyteller import turns
 from storyteller.context import Action
+from storyteller.steps import postturn, recorder
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

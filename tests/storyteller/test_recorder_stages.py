@@ -13,7 +13,7 @@ from django.urls import reverse
 from campaigns import lineage
 from campaigns.models import Campaign, ContextSnapshot, Node, RecorderRun, Round, StateEvent
 from campaigns.state import state_at
-from storyteller import recorder
+from storyteller.steps import recorder
 from tests.campaigns.test_lineage import act, texts
 from tests.storyteller.test_recorder import recordings
 

@@ -11,7 +11,7 @@ from django.urls import reverse
 
 from campaigns import worldfile
 from campaigns.models import Node, RecorderRun, StateEvent
-from campaigns.state import world
+from campaigns.state.world import world
 from tests.campaigns.test_world import document
 from tests.storyteller.test_recorder import current_state, play, recordings
 
@@ -71,7 +71,7 @@ async def test_a_valid_item_changes_from_the_recorder_applies(keep, narrator_ser
 
 def test_the_recorders_schema_is_the_documented_one_for_every_type_it_may_propose():
     from campaigns.state import RECORDER_TYPES, registry
-    from storyteller import recorder
+    from storyteller.steps import recorder
 
     variants = recorder.SCHEMA["properties"]["events"]["items"]["anyOf"]
     assert [v["properties"]["type"]["const"] for v in variants] == list(RECORDER_TYPES)

@@ -7,8 +7,8 @@ from asgiref.sync import async_to_sync
 from django.urls import reverse
 
 from campaigns.models import Node
-from storyteller import postturn
 from storyteller.llm.fake_server import REFUSED_JSON_SCHEMA
+from storyteller.steps import postturn
 from tests.campaigns.test_lineage import act
 from tests.storyteller.test_consumers import connect, frames_until_end
 

@@ -14,7 +14,8 @@ from django.utils import timezone
 
 from campaigns import lineage, storytime, worldfile
 from campaigns.models import Campaign, JudgeRun, StateEvent
-from campaigns.state import rulebook, state_at
+from campaigns.state import state_at
+from campaigns.state.time import rulebook
 from storyteller import turns
 from storyteller.context import Action
 from storyteller.context import rules as rules_section

@@ -3,7 +3,8 @@
 import pytest
 
 from campaigns.models import Node
-from storyteller import context, postturn, turns
+from storyteller import context, turns
+from storyteller.steps import postturn
 from storyteller.context import Action
 from tests.fake_ollama import Thought
 

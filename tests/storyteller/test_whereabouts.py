@@ -325,7 +325,7 @@ def test_undo_shows_the_earlier_beliefs_and_a_new_line_has_its_own(db, tmp_path)
 def test_the_per_line_cache_answers_as_a_fresh_reading_does(db, tmp_path):
     from campaigns import lineage
     from campaigns.models import Campaign
-    from campaigns.state import whereabouts
+    from campaigns.state.minds import whereabouts
 
     play(tmp_path, *STORIES["opening the chest where one believed the coin to be, and finding it gone"][0])
     campaign = Campaign.objects.get(pk=_latest())
@@ -340,7 +340,8 @@ def test_a_recording_that_lands_after_the_next_turn_is_read_in_its_place(db, tmp
     """The recorder of turn 2 may finish after turn 3 was played: its records go before turn 3's, not after."""
     from campaigns import lineage
     from campaigns.models import Campaign, Node
-    from campaigns.state import apply_events, whereabouts
+    from campaigns.state import apply_events
+    from campaigns.state.minds import whereabouts
 
     play(tmp_path, [move("Sally", "Hall")], [], [move("Sally", "Room")])
     campaign = Campaign.objects.get(pk=_latest())

@@ -15,8 +15,9 @@ from channels.db import database_sync_to_async
 
 from campaigns import lineage, worldfile
 from campaigns.models import Campaign, Node, StateEvent
-from campaigns.state import authoring, lint, state_at, world
-from campaigns.state.authoring import Request
+from campaigns.state import state_at
+from campaigns.state.world import authoring, lint, world
+from campaigns.state.world.authoring import Request
 from storyteller.voices import author
 from tests.campaigns.test_lineage import act
 from tests.campaigns.test_world import document

@@ -13,7 +13,7 @@ from campaigns import lineage, story
 from campaigns.models import Campaign, ContextSnapshot, Node, Round
 from storyteller import turns
 from storyteller.context import Action
-from storyteller.voices import away
+from storyteller.steps import away
 from tests.storyteller.streaming import while_streaming
 
 pytestmark = pytest.mark.django_db(transaction=True)

@@ -1,7 +1,7 @@
 """A character's brief (seed 002 角色简报; WP4 scenario 3, its world part): what Mara may know, and canaries for
 everything she may not."""
 
-from campaigns.state import lore
+from campaigns.state.world import lore
 from storyteller.voices import briefs
 from tests.campaigns.test_world import apply, applied, document, ev, keep
 

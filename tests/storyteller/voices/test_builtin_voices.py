@@ -4,7 +4,7 @@ import pytest
 from asgiref.sync import sync_to_async
 
 from campaigns.models import Node, Round
-from storyteller import postturn
+from storyteller.steps import postturn
 from tests.storyteller.voices.test_played import game, play
 
 pytestmark = pytest.mark.django_db(transaction=True)

@@ -2,8 +2,8 @@
 
 import pytest
 
-from campaigns.state.agenda import Engagement, Intent
-from campaigns.state.rules import Refused
+from campaigns.state.time.agenda import Engagement, Intent
+from campaigns.state.time.rules import Refused
 from storyteller.voices import offstage
 
 HOUR = 3_600_000

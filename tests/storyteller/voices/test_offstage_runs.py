@@ -16,7 +16,7 @@ from campaigns.models import Campaign, ContextSnapshot, OffstageRun, Round, Stat
 from campaigns.state import state_at
 from storyteller import turns
 from storyteller.context import Action
-from storyteller.voices import away
+from storyteller.steps import away
 from tests.campaigns.test_story_time import BELL, rules_document
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -173,7 +173,7 @@ async def test_a_failed_run_is_not_marked_and_waits_for_the_next_turn(keep, narr
 
 
 async def test_a_retry_of_the_failed_step_plays_what_the_reply_has_left_of_its_limits(keep, narrator_server):
-    from storyteller import postturn
+    from storyteller.steps import postturn
 
     narrator_server.script("You wait by the fire.")
     narrator_server.script_json({"events": []}, answer(MARA), "not JSON {", "not JSON {")

@@ -1,6 +1,7 @@
 """The game master's resolve_round (seed 002 回合结构; WP4 scenario 2), pure, on the Lantern Keep."""
 
-from campaigns.state import clock, world
+from campaigns.state.time import clock
+from campaigns.state.world import world
 from storyteller.voices import resolution
 from tests.campaigns.test_world import keep
 

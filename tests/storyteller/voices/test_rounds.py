@@ -2,7 +2,7 @@
 
 import pytest
 
-from campaigns.state.rules import Refused
+from campaigns.state.time.rules import Refused
 from storyteller.voices import rounds
 from storyteller.voices.limits import Limits, limits_of
 

@@ -17,7 +17,7 @@ from django.db import connection
 
 from campaigns import worldfile
 from campaigns.models import Round
-from storyteller import postturn
+from storyteller.steps import postturn
 from tests.storyteller.test_whereabouts import HOUSE
 from tests.storyteller.voices.test_played import actor, gm, play
 

@@ -7,7 +7,7 @@ from django.urls import reverse
 
 from campaigns import story
 from campaigns.models import Campaign, Node, Round
-from storyteller import postturn
+from storyteller.steps import postturn
 from tests.storyteller.test_consumers import connect, frames_until_end, outcome_of
 from tests.storyteller.voices.test_played import game, gm, says
 

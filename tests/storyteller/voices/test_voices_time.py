@@ -15,7 +15,8 @@ from asgiref.sync import sync_to_async
 
 from campaigns import lineage, worldfile
 from campaigns.models import Campaign, Node, Round, StateRecord
-from campaigns.state import calendar, rulebook, state_at
+from campaigns.state import state_at
+from campaigns.state.time import calendar, rulebook
 from tests.storyteller.voices.test_played import actor, gm, play, says, scene_document
 
 pytestmark = pytest.mark.django_db(transaction=True)
