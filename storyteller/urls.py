@@ -52,5 +52,6 @@ urlpatterns = [
     path("personas/<int:pk>/portrait/", persona_views.portrait, name="portrait"),
     path("settings/models/", views.model_settings, name="model_settings"),
     path("settings/models/test/", views.test_connection, name="test_connection"),
+    path("", include("storyteller.tavern.urls")),
     path("admin/", admin.site.urls),
 ]

@@ -21,7 +21,7 @@ from django.db import connection
 
 from campaigns import notes
 from campaigns import state as story_state
-from campaigns.models import CanonRule, Round
+from campaigns.models import CanonRule, CharacterCard, Round
 from memory import checkpoints
 
 from .. import tokens
@@ -118,7 +118,7 @@ def build(campaign, path, action, *, model="", api="", seed=None, query=None, me
     evoked, events_report = events_section.section(campaign, path, action, events_query, lookup.checkpoint,
                                                    current=current)
     tail = _filled([*remembered, *([evoked] if evoked else []), *_state_section(campaign, path, state_text, current),
-                    *_dynamic_tail(action)], name)
+                    *_dynamic_tail(campaign, action)], name)
     for section in stable + tail:
         section.tokens = tokens.count(section.text)
 
@@ -227,6 +227,9 @@ def _stable_prefix(campaign, name):
     """Return the stable prefix's sections (``{{user}}`` read as ``name``), whether the campaign has knowledge, and
     the standing knowledge left out."""
     stable = [layers.narrator_rules(campaign), layers.campaign_profile(campaign)]
+    cards = list(CharacterCard.objects.filter(campaign=campaign).only("pk", "entity", "name", "description",
+                                                                      "personality"))
+    stable += [section for section in (layers.cast(cards), layers.style_examples(campaign)) if section]
     canon = layers.canon(list(CanonRule.objects.filter(campaign=campaign, enabled=True)))
     if canon:
         stable.append(canon)
@@ -330,8 +333,8 @@ def _report_state(report):
             ]
 
 
-def _dynamic_tail(action):
-    tail = []
+def _dynamic_tail(campaign, action):
+    tail = [section for section in (layers.reply_direction(campaign),) if section]
     if action.direction.strip():
         tail.append(Section("direction", "One-turn direction", "player direction", DYNAMIC_TAIL,
                             layers.render_direction(action.direction), protected=True))

@@ -21,10 +21,12 @@ import json
 
 from django.db import connection
 
+from campaigns.models import CharacterCard
 from knowledge import keyed, lorebooks
 from knowledge.models import Source
 
 from .. import tokens
+from . import layers
 from .layers import DYNAMIC_TAIL, Section
 
 # SillyTavern's World Info budget defaults to a quarter of the context; here, of the room left for the story.
@@ -64,7 +66,8 @@ def sections(campaign, path, action, allowance):
     messages = [keyed.Message(turn, "you", action.text), *_messages(path, max(index.depth - 1, 0))]
     scan = keyed.scan(index, messages, turn, timers, seed)
     budget = max(0, int(allowance * LORE_SHARE))
-    items = {why["key"]: _item(index.by_key[why["key"]]) for why in scan.fired}
+    char = _first_character(campaign) if scan.fired else ""
+    items = {why["key"]: _item(index.by_key[why["key"]], char) for why in scan.fired}
     headers = {level: _framing_cost(level) for level in LEVELS}
     priced = [keyed.Priced(key, cost + headers[index.by_key[key].level], _protected(index.by_key[key].entry))
               for key, (_, cost) in sorted(items.items(), key=lambda pair: -index.by_key[pair[0]].entry.order)]
@@ -126,9 +129,15 @@ def _messages(path, count):
                           else "the narrator", text) for depth, role, text in found[:count]]
 
 
-def _item(item):
+def _first_character(campaign):
+    """Return who ``{{char}}`` means in a lorebook entry: the campaign's first character from a card, or ""."""
+    return CharacterCard.objects.filter(campaign=campaign).order_by("position", "pk").values_list(
+        "name", flat=True).first() or ""
+
+
+def _item(item, char):
     """Return (the entry as it reads in the prompt, its cost in tokens)."""
-    text = f"--- {item.entry.title} ({item.book})\n{item.entry.content.strip()}"
+    text = layers.fill_char(f"--- {item.entry.title} ({item.book})\n{item.entry.content.strip()}", char)
     return text, tokens.count(text) + 1
 
 

@@ -17,17 +17,21 @@ one added. Nothing here runs the recorder over an imported history: that is
 the person's choice (``read_into_state``).
 """
 
+import asyncio
 from dataclasses import dataclass, field
 
 from django.db import transaction
 from django.utils import timezone
 
-from campaigns import playing, staging, worldfile
+from campaigns import lineage, playing, staging, worldfile
 from campaigns.models import (AuthorNote, Branch, Campaign, CharacterCard, ContextSnapshot, Node, Persona,
                               StateEvent)
-from campaigns.state import apply_events, lore
+from campaigns.state import apply_events, state_at
+from campaigns.state.world import lore, world
 from knowledge import importer
 from storyteller import context
+from storyteller.llm import priority
+from storyteller.steps import minds, recorder
 
 from . import plan as plans
 from . import png
@@ -116,6 +120,63 @@ def add(owner, campaign, plan):
     campaign.refresh_from_db()
     _count(written, plan, story_rows)
     return written
+
+
+def existing_names(campaign):
+    """Return the names of the characters ``campaign`` has at its head (a card of one of them is not added again)."""
+    now = state_at(lineage.path_of(campaign), campaign)
+    return [now.name_of(key) for key in world.characters(now)]
+
+
+@dataclass(frozen=True)
+class Unread:
+    """The imported replies of the current line the recorder has not read, and what reading them costs."""
+
+    nodes: tuple  # ids, oldest first
+    prompt_tokens: int  # about: each call reads the story up to its reply (capped at the window), and its rules
+    done: int = 0  # imported replies on the line already read
+
+
+def unread(campaign):
+    """Return the Unread imported replies on ``campaign``'s current line (the recorder never reads them itself)."""
+    path = lineage.path_of(campaign)
+    rows = list(Node.objects.filter(path.clause(), campaign_id=campaign.pk, role=Node.Role.NARRATOR,
+                                    snapshot__api=IMPORTED).order_by("depth")
+                .values_list("pk", "tokens", "recorder_run__status"))
+    waiting = [(pk, count) for pk, count, status in rows if status is None]
+    return Unread(tuple(pk for pk, _ in waiting), sum(count + RECORDER_READS for _, count in waiting),
+                  len(rows) - len(waiting))
+
+
+# What a recorder call reads beside the reply: its rules and schema, the state the turn starts from, the action.
+RECORDER_READS = 1_200
+IMPORTED = "imported"  # the api an imported reply's context snapshot names
+
+
+async def read_story(campaign_id, nodes):
+    """Have the recorder, then the minds step, read each imported reply of ``nodes`` (oldest first) into the world
+    state, as background work a turn interrupts (``llm.priority``); one reading per campaign at a time."""
+    for node in nodes:
+        for step in (recorder.STEP, minds.STEP):
+            with priority.background(f"the {step.name.lower()} of a brought-in story"):
+                await step.run(node)
+
+
+_reading: dict[int, asyncio.Task] = {}
+
+
+def start_reading(campaign_id, nodes):
+    """Start ``read_story`` for the campaign unless it already reads; return whether it started."""
+    if reading(campaign_id):
+        return False
+    _reading[campaign_id] = asyncio.get_running_loop().create_task(read_story(campaign_id, nodes))
+    return True
+
+
+def reading(campaign_id):
+    """Return whether the campaign's brought-in story is being read (in this process)."""
+    task = _reading.get(campaign_id)
+    return task is not None and not task.done()
 
 
 def _nothing(plan):
@@ -297,7 +358,7 @@ def _write_rows(campaign, branch, rows, fork, through, *, writes=None, progress=
                  tokens=row.counts[index], tokens_through=total)
             for row, index, text, total, on_line in chunk])
         ContextSnapshot.objects.bulk_create([
-            ContextSnapshot(node=node, report=_imported(row), model="", api="imported")
+            ContextSnapshot(node=node, report=_imported(row), model="", api=IMPORTED)
             for node, (row, *_rest) in zip(created, chunk) if row.role == Node.Role.NARRATOR])
 
     _run(nodes, write, writes, progress)

@@ -17,7 +17,7 @@ import re
 from dataclasses import dataclass, field
 
 from campaigns.models import NODE_CHARS, NOTES_CHARS, OPENING_CHARS
-from campaigns.state import lore
+from campaigns.state.world import lore
 from campaigns.state.reading import key_for
 from campaigns.state.registry import MAX_TEXT
 

@@ -13,14 +13,15 @@ transaction.
 from asgiref.sync import sync_to_async
 from django.conf import settings
 from django.contrib.auth.decorators import login_required
-from django.http import HttpResponse
-from django.shortcuts import redirect, render
+from django.http import Http404, HttpResponse
+from django.shortcuts import aget_object_or_404, redirect, render
 from django.utils.text import slugify
 from django.views.decorators.http import require_GET, require_http_methods
 
-from campaigns import playing, views as campaign_views
-from campaigns.models import Campaign, CharacterCard, Persona
-from storyteller import importing as import_thread
+from campaigns import importing as import_thread
+from campaigns import playing
+from campaigns import views as campaign_views
+from campaigns.models import Campaign, Persona
 
 from . import exporting, files, importing, plan as plans
 
@@ -100,13 +101,7 @@ def _read(request, uploads, target):
     for upload in uploads:
         readings.append(files.read(upload.name, upload.read(), limit))
     levels = {number: request.POST.get(f"level-{number}") for number in range(len(readings) * 2)}
-    existing = list(CharacterCard.objects.filter(campaign=target).values_list("name", flat=True)) if target else []
-    if target is not None:
-        from campaigns import lineage, state
-
-        now = state.state_at(lineage.path_of(target), target)
-        existing += [now.name_of(key) for key in now.keys_of_kind("character")] if hasattr(now, "keys_of_kind") \
-            else []
+    existing = importing.existing_names(target) if target is not None else []
     return plans.make(readings, request.POST.get("persona", ""), levels, existing), ""
 
 
@@ -131,16 +126,13 @@ def export_tavern(request, pk):
 
 
 @login_required
-@require_GET
-def portrait(request, pk, card_pk):
-    """A character's portrait, to its owner only, as the picture type it was drawn again as."""
-    campaign = campaign_views.campaign_for_user(request, pk)
-    card = CharacterCard.objects.filter(campaign=campaign, pk=card_pk).exclude(portrait=b"").first()
-    if card is None:
-        from django.http import Http404
-
-        raise Http404("This character has no portrait.")
-    response = HttpResponse(bytes(card.portrait), content_type=card.portrait_type or "image/png")
-    response["Cache-Control"] = "private, max-age=300"
-    response["X-Content-Type-Options"] = "nosniff"
-    return response
+@require_http_methods(["GET", "POST"])
+async def read_into_state(request, pk):
+    """What an imported story's reading costs (GET); a POST has the recorder read each reply, oldest first."""
+    user = await request.auser()
+    campaign = await aget_object_or_404(Campaign, pk=pk, owner=user)
+    found = await sync_to_async(importing.unread)(campaign)
+    if request.method == "POST" and found.nodes:
+        importing.start_reading(campaign.pk, found.nodes)
+    return await sync_to_async(render)(request, "tavern/_read_story.html", {
+        "campaign": campaign, "unread": found, "started": importing.reading(campaign.pk)})
