@@ -1,0 +1,122 @@
+"""``tavern``: bringing a large library in, and the keyed lorebook scan a long story runs every turn (issue 28).
+
+Generated files, the size of a devoted SillyTavern player's: a World Info
+book of 1,000 entries (distinct names for keys, some with secondary keys,
+timers, probabilities and groups) and a chat of 2,500 messages whose every
+reply has three swipes. The import is read, planned and written as the page
+writes it (staged, in short transactions), its wall time and its peak
+memory over the process's resting size measured. The scan is the lorebook
+section of a turn's prompt at 2,000 turns of story, over varied actions.
+"""
+
+import json
+import time
+
+from .measure import ACTIONS, REPLIES, bench_user, figure
+
+ENTRIES = 1_000
+MESSAGES = 2_500
+SWIPES = 3
+SCAN_TURNS = 2_000
+SYLLABLES = ("ar", "bel", "cor", "dun", "el", "fen", "gar", "hol", "is", "jor", "kel", "lun", "mar", "nor", "or",
+             "pel", "quin", "ros", "sar", "tor", "ul", "ver", "wyn", "yar", "zel")
+
+
+def run(sizes, repeat):
+    """The import of a 1,000-entry book and a 2,500-message chat; the keyed scan per turn at 2,000 turns."""
+    return [_measure_import(), *_measure_scan(repeat)]
+
+
+def names(count):
+    """Return ``count`` distinct made-up names: the keys a real book names its people and places by."""
+    found = []
+    for first in SYLLABLES:
+        for second in SYLLABLES:
+            for third in ("", "a", "en", "ith"):
+                found.append(f"{first}{second}{third}".capitalize())
+    return found[:count]
+
+
+def world_info(count=ENTRIES):
+    """Return a World Info document of ``count`` entries, SillyTavern's shape, with every kind of setting used."""
+    entries = {}
+    for uid, name in enumerate(names(count)):
+        entries[str(uid)] = {
+            "uid": uid, "key": [name, f"the {name.lower()} house"], "keysecondary": ["night"] if uid % 7 == 0 else [],
+            "selectiveLogic": uid % 4, "comment": name, "constant": uid % 200 == 0, "selective": True,
+            "content": f"{name} is {REPLIES[uid % len(REPLIES)][:160]}", "order": uid % 50, "position": uid % 2,
+            "probability": 60 if uid % 11 == 0 else 100, "useProbability": uid % 11 == 0,
+            "group": f"g{uid % 30}" if uid % 13 == 0 else "", "sticky": 2 if uid % 5 == 0 else 0,
+            "cooldown": 3 if uid % 5 == 0 else 0, "delay": 0, "scanDepth": 4 if uid % 9 == 0 else None,
+            "matchWholeWords": uid % 3 == 0, "caseSensitive": None, "displayIndex": uid, "disable": False,
+        }
+    return {"entries": entries, "name": "The Long Library"}
+
+
+def chat_jsonl(messages=MESSAGES, swipes=SWIPES):
+    """Return a SillyTavern chat of ``messages`` messages, every reply with ``swipes`` swipes (the second chosen)."""
+    lines = [{"user_name": "Wren", "character_name": "Mara", "create_date": "2024-9-28 @01h 02m 03s 004ms",
+              "chat_metadata": {"note_prompt": "", "integrity": "bench"}}]
+    for number in range(messages):
+        if number % 2:
+            lines.append({"name": "Wren", "is_user": True, "is_system": False, "send_date": 1727485320000 + number,
+                          "mes": f"{ACTIONS[number % len(ACTIONS)]} ({number})", "extra": {}})
+        else:
+            texts = [f"{REPLIES[(number + k) % len(REPLIES)]} ({number}.{k})" for k in range(swipes)]
+            lines.append({"name": "Mara", "is_user": False, "is_system": False, "send_date": 1727485320000 + number,
+                          "mes": texts[1], "swipe_id": 1, "swipes": texts, "extra": {"api": "bench"},
+                          "swipe_info": [{"send_date": 1727485320000 + number, "extra": {}} for _ in texts]})
+    return ("\n".join(json.dumps(line) for line in lines) + "\n").encode()
+
+
+def _measure_import():
+    from django.conf import settings
+
+    from storyteller.diagnostics.load import PeakMemory
+    from storyteller.tavern import files, importing
+    from storyteller.tavern import plan as plans
+
+    book = json.dumps(world_info()).encode()
+    chat = chat_jsonl()
+    limit = settings.STORYTELLER_BUNDLE_MAX_BYTES
+    mib = 1024 * 1024
+    with PeakMemory() as memory:
+        started = time.perf_counter()
+        readings = [files.read("library.json", book, limit), files.read("mara.jsonl", chat, limit)]
+        written = importing.create(bench_user(), plans.make(readings, "Wren"))
+        seconds = time.perf_counter() - started
+    return figure("tavern import", f"{ENTRIES:,} entries, {MESSAGES:,} messages x{SWIPES} "
+                                   f"({(len(book) + len(chat)) / mib:.1f} MiB), {written.turns:,} turns, "
+                                   f"peak +{memory.above / mib:.0f} MiB",
+                  [seconds], "< 10 s and < 300 MiB peak")
+
+
+def _measure_scan(repeat):
+    from campaigns import lineage
+    from knowledge import importer, keyed, lorebooks, worldinfo
+    from storyteller.context import Action, lorebook
+
+    from .turn import generate_story
+
+    campaign = generate_story(SCAN_TURNS)
+    importer.import_keyed(campaign, "library.json", worldinfo.read(world_info(), "The Long Library"), "canon")
+    path = lineage.path_of(campaign)
+    people = names(ENTRIES)
+    actions = [Action(mode="do", text=f"{ACTIONS[n % len(ACTIONS)]} with {people[(n * 37) % ENTRIES]} at night")
+               for n in range(max(20, repeat))]
+    lorebooks.keyed_index(campaign.pk)  # compiled once per change of a book, as the first turn after it does
+    samples, fired = [], 0
+    for action in actions[:3]:
+        lorebook.sections(campaign, path, action, 6_000)
+    for action in actions:
+        started = time.perf_counter()
+        _, report, _ = lorebook.sections(campaign, path, action, 6_000)
+        samples.append(time.perf_counter() - started)
+        fired += len(report["fired"])
+    index = lorebooks.keyed_index(campaign.pk)
+    started = time.perf_counter()
+    keyed.Index(index.items)
+    compile_seconds = time.perf_counter() - started
+    return [figure("keyed scan", f"{ENTRIES:,} entries, {SCAN_TURNS:,} turns, {fired / len(actions):.1f} fired",
+                   samples, "< 5 ms a turn"),
+            figure("keyed compile", f"{ENTRIES:,} entries", [compile_seconds], "once per change of a book")]
