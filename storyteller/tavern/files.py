@@ -46,9 +46,9 @@ class Reading:
             return "not imported"
         if self.card is not None:
             return f"character card ({self.card.spec}{', SillyTavern hybrid' if self.card.hybrid else ''})"
-        if self.book is not None:
-            return self.book.kind
-        return self.chat.kind if self.chat is not None else ""
+        if self.chat is not None:
+            return self.chat.kind
+        return self.book.kind if self.book is not None else ""
 
 
 def read(name, data, limit):

@@ -58,9 +58,11 @@ def text_chunks(data, max_chunk):
             if cid not in _TEXT:
                 fp.seek(pos + length + 4)  # image data and everything else: never read
                 continue
-            if length > max_chunk:
-                raise PngRefused(f"The PNG holds a text chunk of {length:,} bytes; a card's is at most "
-                                 f"{max_chunk:,} (STORYTELLER_BUNDLE_MAX_MB).")
+            if length > min(max_chunk, PngImagePlugin.MAX_TEXT_MEMORY):
+                most, why = min((max_chunk, "STORYTELLER_BUNDLE_MAX_MB"),
+                                (PngImagePlugin.MAX_TEXT_MEMORY, "all the text Pillow reads from one image"))
+                raise PngRefused(f"The PNG holds a text chunk of {length:,} bytes; a card's is at most {most:,} "
+                                 f"({why}), so it was not read.")
             before = dict(stream.im_text)
             stream.crc(cid, stream.call(cid, pos, length))
             for keyword, value in stream.im_text.items():
