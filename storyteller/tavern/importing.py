@@ -30,6 +30,7 @@ from campaigns.state import apply_events, state_at
 from campaigns.state.world import lore, world
 from knowledge import importer
 from storyteller import context
+from storyteller.context import builder
 from storyteller.llm import priority
 from storyteller.steps import minds, recorder
 
@@ -111,9 +112,9 @@ def add(owner, campaign, plan):
         if persona is not None:
             Campaign.objects.filter(pk=campaign.pk).update(persona=persona)
         head = None
-        if story_rows:
+        for rows in story_rows:
             line = Branch.objects.create(campaign=campaign, parent_id=opening.branch_id, fork_depth=0)
-            head = _write_rows(campaign, line.pk, story_rows, 0, opening.tokens_through)
+            head = head or _write_rows(campaign, line.pk, rows, 0, opening.tokens_through)
         if head:
             Campaign.objects.filter(pk=campaign.pk).update(head_branch_id=head[0], head_depth=head[1],
                                                            updated_at=timezone.now())
@@ -378,7 +379,7 @@ def _run(items, write, writes, progress):
 def _imported(row):
     """Return the context snapshot of an imported reply: it says where the reply came from, and that no narrator
     here was asked for it."""
-    return {"version": context.REPORT_VERSION, "imported": {"from": row.source}}
+    return {"version": builder.REPORT_VERSION, "imported": {"from": row.source}}
 
 
 def rows_of(plan):
