@@ -1,0 +1,117 @@
+"""Bring your story, in headless Chromium: drop a card, its lorebook and a chat, read the preview, import, play,
+read why an entry fired; add a card to a campaign; a hostile card stays inert; both screen sizes."""
+
+import io
+import json
+import re
+import zipfile
+from urllib.parse import urlparse
+
+import pytest
+
+from tests.e2e.test_play import app, connected, fake, page, send, settled, sign_in  # noqa: F401 (fixtures)
+from tests.storyteller.tavern import make
+
+pytestmark = pytest.mark.e2e
+
+SIZES = ({"width": 1280, "height": 900}, {"width": 390, "height": 844})
+
+
+def _files(tmp_path):
+    card = tmp_path / "mara.png"
+    card.write_bytes(make.card_png(make.v2(character_book=make.character_book(),
+                                           creator_notes=f"Play it slow. {make.HOSTILE}")))
+    book = tmp_path / "abbey.json"
+    book.write_text(json.dumps(make.world_info()))
+    chat = tmp_path / "mara.jsonl"
+    chat.write_bytes(make.mara_chat())
+    return [str(card), str(book), str(chat)]
+
+
+def _open_bring(page):
+    page.goto(page.url.split("/campaigns/")[0] + "/")
+    page.click("[data-action=bring]")
+    page.wait_for_selector("#bring-form")
+
+
+@pytest.mark.parametrize("viewport", SIZES, ids=["desktop", "phone"])
+def test_a_card_its_book_and_a_chat_become_a_campaign_through_the_page(app, fake, page, tmp_path, viewport):
+    requests, dialogs = [], []
+    page.on("request", lambda request: requests.append(request.url))
+    page.on("dialog", lambda dialog: (dialogs.append(dialog.message), dialog.dismiss()))
+    page.set_viewport_size(viewport)
+    sign_in(app, page)
+    _open_bring(page)
+    page.fill("#bring-form [name=persona]", "Wren")
+    page.set_input_files("#bring-files", _files(tmp_path))
+    page.wait_for_selector("[data-preview]")
+    preview = page.inner_text("[data-preview]")
+    assert "A new campaign: “Mara”" in preview
+    assert "1 character · 5 lorebook entries · 3 turns with 3 other versions" in preview
+    assert "Play it slow. <script>alert('x')</script><b>bold</b>" in preview, "the creator's notes, escaped"
+    assert "teapot" in preview and "dragon, wyrm" in preview and "(always in)" in preview
+    for unplaced in ("talkativeness", "someones_tool", "vector search", "integrity check"):
+        assert unplaced in preview
+    assert page.locator("[data-preview] script, [data-preview] b").count() == 0
+    assert page.locator("[data-preview] img.card-portrait").evaluate("img => img.naturalWidth") > 0
+    page.screenshot(path=str(tmp_path / f"bring-{viewport['width']}.png"), full_page=True)
+
+    page.select_option("[data-book=Abbey] select", "reference")
+    page.click("[data-action=import]")
+    page.wait_for_selector("#story [data-role=opening]", timeout=30_000)
+    connected(page)
+    story = page.inner_text("#story")
+    assert "Tea, please." in story and "She pours." in story and "The storm grows." in story
+    tea = page.locator("#story [data-role=narrator]", has_text="Tea?")
+    assert "2 / 3" in tea.inner_text() or "2 of 3" in tea.inner_text()
+    page.wait_for_selector("#cast-panel [data-cast=mara] img")
+    assert page.locator("#cast-panel [data-cast=mara] img").evaluate("img => img.naturalWidth") > 0
+    page.screenshot(path=str(tmp_path / f"imported-{viewport['width']}.png"), full_page=True)
+
+    fake.script("Mara lifts the teapot's lid; something metal glints inside.")
+    send(page, "I look at the teapot on the stove")
+    settled(page)
+    page.locator("#story a[data-inspect]").last.click()
+    page.wait_for_selector("#lorebook-fired")
+    fired = page.inner_text("#lorebook-fired")
+    assert "The teapot" in fired and "its key “teapot” in turn 4 (you)" in fired
+    assert "The cellar" in fired and "constant: always in" in fired
+    page.screenshot(path=str(tmp_path / f"lorebook-{viewport['width']}.png"), full_page=True)
+
+    assert dialogs == []
+    hosts = {urlparse(url).hostname for url in requests if not url.startswith(("data:", "about:", "blob:"))}
+    assert hosts == {"127.0.0.1"}, f"the browser reached beyond loopback: {sorted(hosts)}"
+
+
+def test_a_card_added_to_a_campaign_joins_its_cast_and_the_export_downloads(app, fake, page, tmp_path):
+    sign_in(app, page)
+    play_url = page.url
+    _open_bring(page)
+    card = tmp_path / "edrin.json"
+    card.write_text(json.dumps(make.v3(name="Edrin", first_mes="Hm.")))
+    page.set_input_files("#bring-files", [str(card)])
+    page.select_option("#bring-form [name=campaign]", label="The Lantern of Greyhollow")
+    page.click("[data-action=preview]")
+    page.wait_for_selector("[data-preview]")
+    assert "Added to “The Lantern of Greyhollow”" in page.inner_text("[data-preview]")
+    page.click("[data-action=import]")
+    page.wait_for_url(play_url)
+    page.goto(page.url.split("/campaigns/")[0] + "/")
+    with page.expect_download() as download:
+        page.locator("[data-action=export-tavern]").first.click()
+    with zipfile.ZipFile(io.BytesIO(open(download.value.path(), "rb").read())) as archive:
+        names = archive.namelist()
+    assert any(re.match(r"characters/.+\.png$", name) for name in names)
+
+
+def test_a_hostile_file_is_refused_in_words_and_nothing_is_written(app, fake, page, tmp_path):
+    sign_in(app, page)
+    _open_bring(page)
+    bomb = tmp_path / "bomb.png"
+    bomb.write_bytes(make.png_with(make.chunk(b"zTXt", b"chara\0\0" + __import__("zlib").compress(b"A" * 50_000_000))))
+    page.set_input_files("#bring-files", [str(bomb)])
+    page.wait_for_selector("[data-preview]")
+    assert "decompression bomb" in page.inner_text("[data-preview]")
+    page.click("[data-action=import]")
+    page.wait_for_selector("#bring-preview .error")
+    assert "Nothing was imported" in page.inner_text("#bring-preview")
