@@ -54,6 +54,7 @@ class Book:
     level: str = "canon"
     scope: str = lore.EVERYONE
     knowers: dict = field(default_factory=dict)  # entry uid -> [character keys] who know it
+    known_to: list = field(default_factory=list)  # the names of those characters, for the preview
 
     @property
     def entries(self):
@@ -162,6 +163,7 @@ def _character(plan, reading, taken, book_keys):
         character.book = len(plan.books)
         book = _book(plan, card.book, reading.name, book_keys, scope=lore.LISTED)
         book.knowers = {entry.uid: [key] for entry in book.entries}
+        book.known_to = [card.name]
     plan.characters.append(character)
 
 
@@ -206,12 +208,13 @@ def _line(plan, reading):
 def _knowers(plan):
     """Give the characters named by an entry's character filter the knowledge of it (seed 002's lore rule): such an
     entry is known only to them (its scope ``listed``), whatever the book's scope."""
-    by_name = {character.name.lower(): character.key for character in plan.characters}
+    by_name = {character.name.lower(): character for character in plan.characters}
     for book in plan.books:
         for entry in book.entries:
             named = [by_name[name.lower()] for name in entry.characters if name.lower() in by_name]
             if named and not entry.exclude_characters:
-                book.knowers[entry.uid] = sorted({*book.knowers.get(entry.uid, []), *named})
+                book.knowers[entry.uid] = sorted({*book.knowers.get(entry.uid, []), *(c.key for c in named)})
+                book.known_to = sorted({*book.known_to, *(c.name for c in named)})
 
 
 def _campaign(plan):
