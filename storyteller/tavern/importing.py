@@ -26,7 +26,7 @@ from django.utils import timezone
 from campaigns import lineage, playing, staging, worldfile
 from campaigns.models import (AuthorNote, Branch, Campaign, CharacterCard, ContextSnapshot, Node, Persona,
                               StateEvent)
-from campaigns.state import apply_events, state_at
+from campaigns.state import PROTAGONIST, apply_events, state_at
 from campaigns.state.world import lore, world
 from knowledge import importer
 from storyteller import context
@@ -143,7 +143,7 @@ def unread(campaign):
     path = lineage.path_of(campaign)
     rows = list(Node.objects.filter(path.clause(), campaign_id=campaign.pk, role=Node.Role.NARRATOR,
                                     snapshot__api=IMPORTED).order_by("depth")
-                .values_list("pk", "tokens", "recorder_run__status"))
+                .values_list("pk", "tokens", "recorderrun__status"))
     waiting = [(pk, count) for pk, count, status in rows if status is None]
     return Unread(tuple(pk for pk, _ in waiting), sum(count + RECORDER_READS for _, count in waiting),
                   len(rows) - len(waiting))
@@ -213,6 +213,9 @@ def _world(plan, title, persona):
     characters = [{"id": c.key, "name": c.name, "description": plans.entity_description(c),
                    "knowledge": {"lore": [{"name": entry, "how": "world"} for entry in known.get(c.key, [])]}}
                   for c in plan.characters]
+    if characters:  # the player's character knows who the cards are: they play with them from the first line
+        characters.append({"id": PROTAGONIST, "name": persona.name if persona else "you", "relationships": [
+            {"to": c.name, "label": "acquaintance"} for c in plan.characters]})
     fields = {"title": title[:200], "protagonist": persona.name if persona else "you", "opening": plan.opening}
     if plan.narrator_rules.strip():
         fields["narrator_rules"] = plan.narrator_rules
@@ -231,6 +234,8 @@ def _introductions(plan):
                        "value": plans.entity_description(character), "data": {"id": character.key}})
         events += [{"type": "know", "subject": character.key, "object": entry, "data": {"kind": "lore", "how": "world"}}
                    for entry in known.get(character.key, [])]
+        events.append({"type": "relationship", "subject": PROTAGONIST, "object": character.key,
+                       "data": {"label": "acquaintance"}})
     return events
 
 

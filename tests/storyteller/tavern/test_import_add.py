@@ -81,3 +81,17 @@ def test_the_export_writes_back_what_came_in_and_unknown_extensions_unchanged(ow
     assert [c.name for c in reread.characters] == ["Mara"]
     assert [e.keys for e in reread.books[0].entries] == [("teapot",), ("cellar",)]
     assert [t.reply for t in reread.lines[0].turns] == [t.reply for t in _plan(("c.jsonl", make.mara_chat())).lines[0].turns]
+
+
+@pytest.mark.django_db
+def test_the_player_knows_the_characters_brought_in_so_the_cast_shows_them(owner, campaign, client_of):
+    from django.urls import reverse
+
+    importing.add(owner, campaign, _plan(("mara.png", make.card_png(make.v2()))))
+    campaign.refresh_from_db()
+    now = state_at(lineage.path_of(campaign), campaign)
+    from campaigns.voice_views import known_characters
+
+    assert [c["name"] for c in known_characters(now)] == ["Mara"]
+    panel = client_of.get(reverse("cast_panel", args=[campaign.pk]), HTTP_HX_REQUEST="true").content.decode()
+    assert 'data-cast="mara"' in panel and "Made for rainy evenings." in panel and "&lt;script&gt;" in panel
