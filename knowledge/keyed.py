@@ -124,17 +124,22 @@ class _Hay:
 
 
 class _Compiled:
-    __slots__ = ("item", "primary", "secondary", "depth", "case_sensitive", "problems")
+    __slots__ = ("item", "primary", "secondary", "depth", "case_sensitive", "problems", "timed", "position")
 
     def __init__(self, item, default_depth):
         entry = item.entry
         self.item = item
+        self.timed = entry.timed and entry.enabled
         self.case_sensitive = bool(entry.case_sensitive)
         whole = bool(entry.whole_words)
         self.primary = [_Key(key, self.case_sensitive, whole) for key in entry.keys]
         self.secondary = [_Key(key, self.case_sensitive, whole) for key in entry.secondary]
         self.depth = entry.scan_depth if entry.scan_depth is not None else default_depth
         self.problems = [key.problem for key in self.primary + self.secondary if key.problem]
+
+
+def _grams(text):
+    return {text[i:i + 3] for i in range(len(text) - 2)}
 
 
 class _Lookup:
@@ -154,6 +159,24 @@ class Index:
         self.depth = max((c.depth for c in self.compiled if c.item.entry.enabled), default=0)
         self.timed = {item.key: item.entry for item in self.items if item.entry.timed}
         self._lookups = self._lookup()
+        # What every scan starts from, worked out once: who can never fire, who needs timers, who waits.
+        for position, compiled in enumerate(self.compiled):
+            compiled.position = position
+        enabled = [c for c in self.compiled if c.item.entry.enabled]
+        self.eligible = {c.item.key: c for c in enabled}
+        self.timed_entries = [c for c in enabled if c.timed]
+        self.constants = {c.item.key for c in enabled if c.item.entry.constant}
+        self.waiting = {}
+        for compiled in enabled:
+            if compiled.item.entry.delay_until_recursion:
+                self.waiting.setdefault(compiled.item.entry.delay_until_recursion, set()).add(compiled.item.key)
+        self.waits_for_recursion = {key for keys in self.waiting.values() for key in keys}
+        keyless = {c.item.key for c in enabled if not c.primary and not c.item.entry.constant}
+        self.always_held = ([(c.item.key, "disabled in its book") for c in self.compiled if not c.item.entry.enabled]
+                            + [(key, "it has no keys and is not constant") for key in sorted(keyless)])
+        self.keyed_keys = set(self.eligible) - keyless - self.waits_for_recursion
+        self.problems = [f"{c.item.book}, {c.item.entry.title}: {problem}" for c in self.compiled
+                         for problem in c.problems]
 
     def candidates(self, texts, part):
         """Return the keys of the entries one of whose primary keys may be in ``part`` of ``texts`` (a superset:
@@ -170,6 +193,15 @@ class Index:
         return found
 
     def _lookup(self):
+        """Return {(depth, case): _Lookup}: each plain key filed under the three characters of it that fewest of
+        the book's keys share (a key is in a text only if all its pieces are, so one rare piece missing rules it
+        out: "the arar house" is filed under "rar", not under "the" with a thousand others)."""
+        plain = [primary for compiled in self.compiled for primary in compiled.primary
+                 if not primary.problem and primary.pattern is None and not primary.word and len(primary.text) >= 3]
+        spread = {}
+        for primary in plain:
+            for gram in _grams(primary.text):
+                spread[gram] = spread.get(gram, 0) + 1
         lookups = {}
         for compiled in self.compiled:
             lookup = lookups.setdefault((compiled.depth, compiled.case_sensitive), _Lookup())
@@ -182,7 +214,8 @@ class Index:
                 elif primary.word:
                     lookup.words.setdefault(primary.text, set()).add(key)
                 else:
-                    lookup.grams.setdefault(primary.text[:3], set()).add(key)
+                    rare = min(_grams(primary.text), key=lambda gram: (spread[gram], gram))
+                    lookup.grams.setdefault(rare, set()).add(key)
         return lookups
 
     def __len__(self):
@@ -210,30 +243,28 @@ def scan(index, messages, turn, timers, seed):
     """
     result = Scan(turn)
     texts = _Texts(messages)
-    fired, failed, eligible = {}, set(), []
-    for compiled in index.compiled:
-        entry, key = compiled.item.entry, compiled.item.key
-        if compiled.problems:
-            result.problems += [f"{compiled.item.book}, {entry.title}: {problem}" for problem in compiled.problems]
-        held = _held_by_timers(entry, key, timers, turn) if (entry.timed and entry.enabled) else None
-        if not entry.enabled:
-            result.held.append({"key": key, "why": "disabled in its book"})
-        elif held and held[0] == "sticky":
+    result.problems = list(index.problems)
+    result.held = [{"key": key, "why": why} for key, why in index.always_held]
+    fired, failed, timed_out = {}, set(), set()
+    for compiled in index.timed_entries:  # only entries with timers need the line's timers
+        key = compiled.item.key
+        held = _held_by_timers(compiled.item.entry, key, timers, turn)
+        if held and held[0] == "sticky":
             fired[key] = {"key": key, "how": "sticky", "since": held[1], "until": held[2]}
         elif held:
+            timed_out.add(key)
             result.held.append({"key": key, "why": held[1]})
-        else:
-            eligible.append(compiled)
     # What sticks fires without its keys, and its text is read for other entries' keys from the first recursion.
     new = "\n".join(index.by_key[key].entry.content for key in fired if not index.by_key[key].entry.prevent_recursion)
     for level in range(MAX_RECURSION + 1):
         found = []
-        maybe = index.candidates(texts, "messages" if level == 0 else "added")
+        maybe = index.candidates(texts, "messages" if level == 0 else "added") | index.constants
         if level:
-            maybe |= {c.item.key for c in eligible if c.item.entry.delay_until_recursion == level}
-        for compiled in eligible:
+            maybe |= index.waiting.get(level, set())
+        for compiled in sorted((index.eligible[key] for key in maybe if key in index.eligible),
+                               key=lambda compiled: compiled.position):
             key = compiled.item.key
-            if key not in maybe and not compiled.item.entry.constant or key in fired or key in failed:
+            if key in fired or key in failed or key in timed_out:
                 continue
             entry = compiled.item.entry
             waits = entry.delay_until_recursion
@@ -270,19 +301,11 @@ def scan(index, messages, turn, timers, seed):
             break
         texts.recurse(new)
         new = ""
+    if not texts.recursion:
+        result.held += [{"key": key, "why": "it waits for another entry's text to name it (recursion), and none "
+                                            "fired"} for key in sorted(index.waits_for_recursion - fired.keys() - failed)]
     held = {item["key"] for item in result.held}
-    for compiled in eligible:
-        key = compiled.item.key
-        if key in fired or key in failed or key in held:
-            continue
-        entry = compiled.item.entry
-        if entry.delay_until_recursion and not texts.recursion:
-            result.held.append({"key": key, "why": "it waits for another entry's text to name it (recursion), "
-                                                   "and none fired"})
-        elif compiled.primary or entry.constant:
-            result.quiet.append(key)
-        else:
-            result.held.append({"key": key, "why": "it has no keys and is not constant"})
+    result.quiet = sorted(index.keyed_keys - fired.keys() - failed - held)
     result.fired = sorted(fired.values(), key=lambda why: (index.by_key[why["key"]].entry.order, why["key"]))
     result.timers = _next_timers(index, timers, fired, turn)
     return result
