@@ -115,11 +115,11 @@ class Plan:
         return sum(line.swipes for line in self.lines)
 
 
-def make(readings, persona="", levels=None, existing=()):
+def make(readings, persona="", levels=None, existing=None):
     """Return the Plan of ``readings`` (files.Reading) played as ``persona``; ``levels`` {book index: level};
-    ``existing`` the names of characters already in the campaign the files are added to."""
+    ``existing`` the names of the characters of the campaign the files are added to (None: a new campaign)."""
     plan = Plan(list(readings), persona.strip()[:100])
-    taken = {key_for(name) for name in existing}
+    taken = {key_for(name) for name in existing or ()}
     book_keys = set()
     for reading in plan.readings:
         if reading.refused:
@@ -137,6 +137,11 @@ def make(readings, persona="", levels=None, existing=()):
             book.level = wanted
     _knowers(plan)
     _campaign(plan)
+    if existing is not None and plan.greetings:
+        cards = "cards" if len(plan.characters) > 1 else "card"
+        plan.notes.append(("", f"{len(plan.greetings)} greeting(s) are kept with the {cards} and not added: the "
+                               "campaign has its own opening"))
+        plan.greetings = []
     return plan
 
 

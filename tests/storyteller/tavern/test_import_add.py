@@ -95,3 +95,12 @@ def test_the_player_knows_the_characters_brought_in_so_the_cast_shows_them(owner
     assert [c["name"] for c in known_characters(now)] == ["Mara"]
     panel = client_of.get(reverse("cast_panel", args=[campaign.pk]), HTTP_HX_REQUEST="true").content.decode()
     assert 'data-cast="mara"' in panel and "Made for rainy evenings." in panel and "&lt;script&gt;" in panel
+
+
+@pytest.mark.django_db
+def test_a_cards_greetings_are_not_added_to_a_campaign_that_has_its_opening(owner, campaign):
+    plan = _plan(("mara.json", json.dumps(make.v2()).encode()))
+    assert plan.greetings == [] and "3 greeting(s) are kept with the card" in plan.notes[-1][1]
+    importing.add(owner, campaign, plan)
+    campaign.refresh_from_db()
+    assert campaign.head_depth == 0 and Node.objects.filter(campaign=campaign).count() == 1
