@@ -26,7 +26,7 @@ from knowledge import keyed, lorebooks
 from knowledge.models import Source
 
 from .. import tokens
-from . import layers
+from . import knowledge, layers
 from .layers import DYNAMIC_TAIL, Section
 
 # SillyTavern's World Info budget defaults to a quarter of the context; here, of the room left for the story.
@@ -68,7 +68,7 @@ def sections(campaign, path, action, allowance):
     budget = max(0, int(allowance * LORE_SHARE))
     char = _first_character(campaign) if scan.fired else ""
     items = {why["key"]: _item(index.by_key[why["key"]], char) for why in scan.fired}
-    headers = {level: _framing_cost(level) for level in LEVELS}
+    headers = {level: knowledge.framing_cost(level, FRAMES) for level in LEVELS}
     priced = [keyed.Priced(key, cost + headers[index.by_key[key].level], _protected(index.by_key[key].entry))
               for key, (_, cost) in sorted(items.items(), key=lambda pair: -index.by_key[pair[0]].entry.order)]
     kept, dropped = keyed.fit(priced, budget)
@@ -147,21 +147,8 @@ def _component(index, key, cost):
             "class": item.level, "tokens": cost}
 
 
-def _frame(level):
-    title, sentence = FRAMES[level]
-    return f"BEGIN {title}\n{sentence}"
-
-
-def _end(level):
-    return f"END {FRAMES[level][0].split(' — ')[0]}"
-
-
-def _framing_cost(level):
-    return tokens.count(_frame(level)) + tokens.count(_end(level)) + 2
-
-
 def _section(level, texts, components):
-    text = "\n\n".join([_frame(level), *texts, _end(level)])
+    text = "\n\n".join([knowledge.frame(level, FRAMES), *texts, knowledge.end(level, FRAMES)])
     return Section(f"lorebook_{level}", f"Lorebook entries, {LABELS[level]}", f"lorebook ({LABELS[level].lower()})",
                    DYNAMIC_TAIL, text, protected=False, tokens=tokens.count(text), components=components)
 
