@@ -27,6 +27,7 @@ from campaigns import lineage, playing, staging, worldfile
 from campaigns.models import (AuthorNote, Branch, Campaign, CharacterCard, ContextSnapshot, Node, Persona,
                               StateEvent)
 from campaigns.state import PROTAGONIST, apply_events, state_at
+from campaigns.state.registry import MAX_TEXT
 from campaigns.state.world import lore, world
 from knowledge import importer
 from storyteller import context
@@ -100,7 +101,8 @@ def add(owner, campaign, plan):
     with playing.lore_change(campaign.pk), transaction.atomic():
         opening = Node.objects.get(campaign=campaign, depth=0)
         if plan.characters:
-            stored = apply_events(opening, _introductions(plan), source=StateEvent.Source.WORLD)
+            place = state_at(lineage.path_at(campaign.pk, opening.branch_id, 0), campaign).location_of(PROTAGONIST)
+            stored = apply_events(opening, _introductions(plan, place), source=StateEvent.Source.WORLD)
             refused = [event for event in stored if event.status != StateEvent.Status.APPLIED]
             if refused:
                 raise ImportRefused("The characters could not be added: " + "; ".join(
@@ -210,19 +212,31 @@ def _world(plan, title, persona):
         for uid, keys in book.knowers.items():
             for key in keys:
                 known.setdefault(key, []).append(f"{book.key}:{lore.entry_id(uid)}")
-    characters = [{"id": c.key, "name": c.name, "description": plans.entity_description(c),
+    characters = [{"id": c.key, "name": c.name, "description": plans.entity_description(c), "place": SCENE,
                    "knowledge": {"lore": [{"name": entry, "how": "world"} for entry in known.get(c.key, [])]}}
                   for c in plan.characters]
-    if characters:  # the player's character knows who the cards are: they play with them from the first line
-        characters.append({"id": PROTAGONIST, "name": persona.name if persona else "you", "relationships": [
-            {"to": c.name, "label": "acquaintance"} for c in plan.characters]})
+    document = {"characters": characters}
+    if characters:
+        # The cards' characters are with the player in one scene, where a game master finds them to speak, and the
+        # player's character knows them: they play together from the first line.
+        characters.append({"id": PROTAGONIST, "name": persona.name if persona else "you", "place": SCENE,
+                           "relationships": [{"to": c.name, "label": "acquaintance"} for c in plan.characters]})
+        document["places"] = [{"id": SCENE, "name": "The scene", "description": _scene(plan.opening)}]
     fields = {"title": title[:200], "protagonist": persona.name if persona else "you", "opening": plan.opening}
     if plan.narrator_rules.strip():
         fields["narrator_rules"] = plan.narrator_rules
-    return {"campaign": fields, "characters": characters}
+    return {"campaign": fields, **document}
 
 
-def _introductions(plan):
+SCENE = "scene"  # the one place a campaign made from cards starts with: where the story opens
+
+
+def _scene(opening):
+    text = " ".join(opening.split())
+    return text if len(text) <= MAX_TEXT else text[:MAX_TEXT - 1].rsplit(" ", 1)[0] + "…"
+
+
+def _introductions(plan, place=""):
     known = {}
     for book in plan.books:
         for uid, keys in book.knowers.items():
@@ -236,6 +250,8 @@ def _introductions(plan):
                    for entry in known.get(character.key, [])]
         events.append({"type": "relationship", "subject": PROTAGONIST, "object": character.key,
                        "data": {"label": "acquaintance"}})
+        if place:  # where the player's character is when the story opens: they meet there
+            events.append({"type": "move", "subject": character.key, "object": place, "data": {"ignore_exits": True}})
     return events
 
 
