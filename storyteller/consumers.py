@@ -25,7 +25,7 @@ from campaigns import lineage
 from campaigns.forms import ActionForm
 from campaigns.models import Campaign, Node
 
-from . import editing, turns, warming
+from . import editing, llm, turns, warming
 from .steps import postturn
 from .context import Action
 from .views import STORY_WINDOW, controls_context, mark_rounds, mark_versions
@@ -39,7 +39,8 @@ TAKEN_BACK_FRAGMENT = '<span id="pending-text" hx-swap-oob="innerHTML"></span>'
 # A draft of the player's next move, on its way into the action box (play.js moves it there).
 DRAFT_FRAGMENT = '<span id="draft-stream" hx-swap-oob="beforeend">{}</span>'
 VOICES_FRAGMENT = '<div id="pending-voices" hx-swap-oob="beforeend">{}</div>'
-NOTICE_FRAGMENT = '<div id="turn-notice" class="notice" role="status" hx-swap-oob="true">{}</div>'
+# What a turn waits for (a summary, the model loading, background work letting go); the page counts its seconds.
+NOTICE_FRAGMENT = '<div id="turn-notice" class="notice" role="status" data-waiting hx-swap-oob="true">{}</div>'
 
 # The form fields a message may carry; each, when present, must be a string.
 FIELDS = ("action", "mode", "text", "direction", "node")
@@ -106,6 +107,7 @@ class PlayConsumer(AsyncJsonWebsocketConsumer):
         elif kind in ("turn", "edit"):
             await self._act(content, kind)
         elif kind == "retry":
+            llm.supervisor.allow_restart()  # the person asks again: a built-in narrator that stopped restarting may
             self._start(self._play(None, retry=True))
         elif kind == "continue":
             self._start(self._continue(), stop_keeps=True)

@@ -3,7 +3,7 @@ from django.urls import include, path
 
 from campaigns import persona_views
 
-from . import minds_views, views
+from . import minds_views, narrator_views, views
 
 urlpatterns = [
     path("", views.campaign_list, name="campaign_list"),
@@ -45,6 +45,7 @@ urlpatterns = [
     path("campaigns/<int:pk>/replies/<int:node_pk>/record/", views.retry_recording, name="retry_recording"),
     path("campaigns/<int:pk>/worker/", views.worker_status, name="worker_status"),
     path("campaigns/<int:pk>/meanwhile/", views.meanwhile, name="meanwhile"),
+    path("campaigns/<int:pk>/narrator/", narrator_views.narrator_banner, name="narrator_banner"),
     path("campaigns/<int:pk>/replies/<int:node_pk>/offstage/", views.offstage_rounds, name="offstage_rounds"),
     path("campaigns/<int:pk>/worker/retry/", views.retry_worker, name="retry_worker"),
     path("personas/", persona_views.personas, name="personas"),
@@ -52,6 +53,9 @@ urlpatterns = [
     path("personas/<int:pk>/portrait/", persona_views.portrait, name="portrait"),
     path("settings/models/", views.model_settings, name="model_settings"),
     path("settings/models/test/", views.test_connection, name="test_connection"),
+    path("settings/models/builtin/", narrator_views.builtin_status, name="builtin_status"),
+    path("settings/models/builtin/start/", narrator_views.restart_builtin, name="restart_builtin"),
+    path("settings/models/check/", narrator_views.self_check, name="self_check"),
     path("", include("storyteller.tavern.urls")),
     path("admin/", admin.site.urls),
 ]

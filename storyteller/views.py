@@ -34,7 +34,7 @@ from campaigns.state.time import calendar
 from memory import bank as memory_bank
 from memory import views as memory_views
 
-from . import bundle, editing, llm, signin
+from . import bundle, editing, llm, narrator_views, signin
 from .context import prefix_hash
 from .diagnostics import long_run
 from .steps import away, compaction, memories, postturn
@@ -206,7 +206,8 @@ async def play(request, pk):
     if request.htmx:  # another tab moved the story, or a turn ended in a way the page must re-read
         return await sync_to_async(_play_update)(request, pk)
     context = await sync_to_async(_play_page_context)(request, pk)
-    context["narrator"] = await llm.anarrator_for(context["campaign"].narrator_model or None)
+    context.update(await narrator_views.banner_context(await llm.anarrator_for(context["campaign"].narrator_model
+                                                                                or None)))
     return await sync_to_async(render)(request, "campaigns/play.html", context)
 
 
@@ -388,6 +389,7 @@ async def model_settings(request):
         "status": status,
         "campaigns": campaigns,
         "default_model": llm.default_narrator_model(),
+        **await narrator_views.builtin_context(),
     })
 
 

@@ -8,7 +8,9 @@ writes, each in a worker thread, never on the thread all database work of
 the sockets shares, one at a time per campaign; and every turn first brings
 the indexes up to date on a worker thread (``indexes``), which is where an
 import's new vectors are read. Warming only reads; a failure is logged and
-the turn then reads what it needs itself.
+the turn then reads what it needs itself. When the built-in narrator is the
+one that plays, warming also starts its process, which loads its model
+meanwhile (``llm.warm``).
 """
 
 import asyncio
@@ -100,6 +102,7 @@ def warm(campaign_id):
         campaign = Campaign.objects.filter(pk=campaign_id).first()
         if campaign is None:
             return
+        llm.warm(campaign.narrator_model or None)  # the built-in narrator loads its model meanwhile, in its process
         _warm_http()
         _indexes(campaign)
         for name in TEMPLATES:

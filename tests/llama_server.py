@@ -9,7 +9,9 @@ test session, on a free loopback port, the way a person would start it:
 
     python -m llama_cpp.server --model <gguf> --port <port> --host 127.0.0.1 --n_ctx 8192
 
-(plus a thread count, see THREADS).
+(plus a thread count, see THREADS), through ``tests.llama_cpp_serve``, which
+turns ggml's extra buffer types off first: with them on, every generation
+crashes a virtualised AMX CPU (issue 21).
 """
 
 import os
@@ -25,6 +27,7 @@ import pytest
 
 from storyteller.llm.builtin import model_path
 
+ROOT = Path(__file__).resolve().parents[1]
 N_CTX = 8192
 
 # Loading the 135M model takes about a second here; a busy machine may take ten times that.
@@ -69,11 +72,11 @@ def llama_cpp_server(tmp_path_factory):
     """Yield a running llama-cpp-python server with the SmolLM2 GGUF; stop it after the session."""
     port = free_port()
     log = tmp_path_factory.mktemp("llama-server") / "server.log"
-    command = [sys.executable, "-m", "llama_cpp.server", "--model", str(model_path()), "--port", str(port),
+    command = [sys.executable, "-m", "tests.llama_cpp_serve", "--model", str(model_path()), "--port", str(port),
                "--host", "127.0.0.1", "--n_ctx", str(N_CTX), "--n_threads_batch", str(THREADS)]
     with log.open("wb") as output:
         # Unbuffered, so the log shows what the server did when the test looks.
-        process = subprocess.Popen(command, stdout=output, stderr=subprocess.STDOUT,
+        process = subprocess.Popen(command, stdout=output, stderr=subprocess.STDOUT, cwd=ROOT,
                                    env=os.environ | {"PYTHONUNBUFFERED": "1"})
     server = LlamaServer(f"http://127.0.0.1:{port}", process, log)
     try:

@@ -19,6 +19,11 @@
 
   function byId(id) { return document.getElementById(id); }
 
+  // Reconnect within a few seconds once the app is back (the extension's own backoff grows to a minute).
+  htmx.config.wsReconnectDelay = function (retries) {
+    return Math.min(500 * Math.pow(2, retries), 4000) * (0.5 + Math.random() / 2);
+  };
+
   function status(text) {
     var el = byId("connection");
     if (el) el.textContent = text;
@@ -31,7 +36,19 @@
     play.dataset.connected = open ? "true" : "false";
   }
   connection(false);
-  document.addEventListener("htmx:wsOpen", function () { connection(true); status(""); });
+  var opened = false;  // the socket has been open before: an open now is a reconnection
+  document.addEventListener("htmx:wsOpen", function () {
+    connection(true);
+    status("");
+    if (opened) {
+      // Whatever happened while the socket was down (the app restarted mid-turn, another tab moved the story),
+      // the story is read again, and an action that did not make it into the story is given back.
+      htmx.ajax("GET", window.location.pathname, { target: "#play-body", swap: "outerHTML" }).then(recover, recover);
+    } else {
+      recover();
+    }
+    opened = true;
+  });
   document.addEventListener("htmx:wsClose", function () {
     connection(false);
     status("Connection to the app lost; reconnecting… Nothing you typed is lost.");
@@ -147,8 +164,10 @@
       refuse(problem);
       return;
     }
-    var continuing = form.querySelector("[name=mode]:checked").value === "continue";  // Continue sends no text
-    sent = { text: continuing ? "" : text.value, direction: direction.value };
+    var mode = form.querySelector("[name=mode]:checked").value;
+    var continuing = mode === "continue";  // Continue sends no text
+    sent = { text: continuing ? "" : text.value, direction: direction.value, mode: mode, after: lastNodeId() };
+    keepAction(sent);
     if (!continuing) text.value = "";
     direction.value = "";
     showCount();
@@ -173,14 +192,111 @@
     }
   });
 
-  // Every turn ends with its outcome; one that did not commit gives the text back.
+  // Every turn ends with its outcome; one that did not commit gives the text back. Either way the server has
+  // acknowledged the action, so the page's own copy of it is dropped.
   document.addEventListener("htmx:wsAfterMessage", function () {
     var outcome = byId("turn-outcome");
     if (outcome && outcome.dataset.outcome) {
       if (outcome.dataset.outcome !== "committed") giveBack();
       sent = null;
+      forgetAction();
       outcome.dataset.outcome = "";
     }
+  });
+
+  // --- Nothing typed is lost --------------------------------------------------
+  // The action in flight is kept in this browser's storage until the end of its turn arrives. If the connection
+  // drops first (the app crashed or was restarted), the story is read again when the page reconnects, or when it
+  // is reloaded, and an action that is not in the story is put back in the box, with one line saying so. The key
+  // names this tab (kept across reloads in sessionStorage), so another tab's action in flight is never taken.
+  var LOST = "Your last action was not played; it is back in the box.";
+  var pendingKey = (function () {
+    var id = tab;
+    try {
+      id = sessionStorage.getItem("storyteller.page") || tab;
+      sessionStorage.setItem("storyteller.page", id);
+    } catch (error) { /* private mode: this page alone */ }
+    return "storyteller.pending." + play.dataset.campaign + "." + id;
+  })();
+
+  function keepAction(action) {
+    try { localStorage.setItem(pendingKey, JSON.stringify(action)); } catch (error) { /* kept in memory only */ }
+  }
+
+  function keptAction() {
+    try { return JSON.parse(localStorage.getItem(pendingKey) || "null") || sent; } catch (error) { return sent; }
+  }
+
+  function forgetAction() {
+    try { localStorage.removeItem(pendingKey); } catch (error) { /* nothing was kept */ }
+  }
+
+  function lastNodeId() {
+    var last = 0;
+    document.querySelectorAll("#story [data-node-id]").forEach(function (node) {
+      last = Math.max(last, +node.dataset.nodeId);
+    });
+    return last;
+  }
+
+  function squeezed(text) { return (text || "").replace(/\s+/g, " ").trim(); }
+
+  function playedSince(action) {
+    var text = squeezed(action.text);
+    return Array.prototype.some.call(document.querySelectorAll("#story [data-role=player][data-node-id]"), function (node) {
+      return +node.dataset.nodeId > action.after && (!text || squeezed(node.textContent).indexOf(text) >= 0);
+    });
+  }
+
+  function recover() {
+    var action = keptAction();
+    forgetAction();
+    if (!action || playedSince(action)) {
+      sent = null;
+      return;
+    }
+    sent = action;
+    giveBack();
+    var notice = byId("turn-notice");
+    if (notice) notice.textContent = LOST;
+  }
+
+  // --- What a turn waits for, in seconds --------------------------------------
+  // A wait the server names (#turn-notice[data-waiting]: the model loading, a recording letting go) counts its
+  // seconds, and so does a reply whose first words have not come yet, so the page never shows a bare cursor.
+  var READING_AFTER = 1000;  // ms: a reply that starts sooner needs no words about it
+  function seconds(since) { return Math.floor((Date.now() - since) / 1000) + " s"; }
+  function begun() {  // the reply's first words, or a reasoning model's thinking, have come
+    var text = byId("pending-text");
+    var thinking = byId("pending-thinking-text");
+    return !text || text.textContent || (thinking && thinking.textContent);
+  }
+  function tick() {
+    var reply = byId("pending-reply");
+    if (!reply || begun()) return;
+    if (!reply.dataset.since) reply.dataset.since = Date.now();
+    var notice = document.querySelector("#turn-notice[data-waiting]");
+    var reading = byId("pending-wait");
+    if (notice) {
+      if (!notice.dataset.since) notice.dataset.since = Date.now();
+      var count = notice.querySelector(".seconds") || notice.appendChild(document.createElement("span"));
+      count.className = "seconds";
+      count.textContent = " " + seconds(+notice.dataset.since);
+      if (reading) reading.remove();
+    } else if (Date.now() - reply.dataset.since >= READING_AFTER) {
+      if (!reading) {
+        reading = document.createElement("p");
+        reading.id = "pending-wait";
+        reading.className = "muted small";
+        reply.insertBefore(reading, reply.firstChild);
+      }
+      reading.textContent = "The narrator is reading the story… " + seconds(+reply.dataset.since);
+    }
+  }
+  window.setInterval(tick, 250);
+  document.addEventListener("htmx:wsAfterMessage", function () {
+    var reading = byId("pending-wait");
+    if (reading && begun()) reading.remove();
   });
 
   // --- Editing a message (issue 26) -------------------------------------------

@@ -11,8 +11,8 @@ This package may import every app; nothing imports it but the command and
 the prefix-reuse test.
 """
 
-from . import (checkpoint, imports, knowledge, memory, minds, overhead, page, recording, rules, state, tavern, turn,
-               turn_first, voices, world)
+from . import (builtin, checkpoint, imports, knowledge, memory, minds, overhead, page, recording, rules, state,
+               tavern, turn, turn_first, voices, world)
 
 BENCHMARKS = {
     "turn": turn.run,
@@ -29,7 +29,8 @@ BENCHMARKS = {
     "rules": rules.run,
     "minds": minds.run,
     "voices": voices.run,
+    "builtin": builtin.run,
     "tavern": tavern.run,
 }
 # Run only when named: minutes of the built-in model, not milliseconds of the app.
-SLOW = {"recording"}
+SLOW = {"recording", "builtin"}

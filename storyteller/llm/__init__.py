@@ -30,6 +30,7 @@ from .base import (
     model_label,
     tls_context,
 )
+from . import preparing, supervisor
 from .builtin import BUILTIN_MODEL, BuiltinNarrator, model_path
 from . import ollama, openai
 from .ollama import OllamaClient
@@ -62,6 +63,7 @@ __all__ = [
     "model_label",
     "narrator_for",
     "server_status",
+    "warm",
 ]
 
 DEFAULT_URL = "http://127.0.0.1:11434"
@@ -148,7 +150,10 @@ async def aserver_status(*, fresh: bool = False) -> ServerStatus:
     except NarratorError as error:  # STORYTELLER_LLM_API names no API we speak
         return ServerStatus("unknown", None, True, reachable=False, builtin=False, models=(), error=str(error))
     if api == "builtin":
+        build = await asyncio.to_thread(preparing.state)
         try:
+            if build.state != "ready":
+                raise NarratorError(build.message)
             model_path()
         except NarratorError as error:
             return ServerStatus(api, url, configured, reachable=False, builtin=True, models=(), error=str(error))
@@ -159,6 +164,19 @@ async def aserver_status(*, fresh: bool = False) -> ServerStatus:
     except NarratorError as error:
         return ServerStatus(api, url, configured, reachable=False, builtin=False, models=(), error=str(error))
     return ServerStatus(api, url, configured, reachable=True, builtin=False, models=models, error=None)
+
+
+def warm(model: str | None = None) -> None:
+    """Start the built-in narrator's process now if it is the narrator for `model`, so a turn finds it loaded.
+
+    For a worker thread (it may probe the model server); a narrator that
+    cannot start is left for the turn to explain.
+    """
+    if isinstance(narrator_for(model), BuiltinNarrator):
+        try:
+            supervisor.start()
+        except NarratorError:
+            pass
 
 
 def _client_for(model: str) -> Narrator:

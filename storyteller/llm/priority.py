@@ -1,13 +1,14 @@
 """The player's turn comes first: background model calls give way to it.
 
 One model often serves both a turn and the work after it — the built-in
-narrator in this process, a model server with one slot — so a recording that
+narrator's one process, a model server with one slot — so a recording that
 holds it would leave the person watching a blinking cursor. A turn plays
 inside ``turn()``; post-turn work runs inside ``background(what)``, and each
 of its model calls goes through ``call()``. Such a call waits while any turn
 plays, is cancelled when one starts (an HTTP client closes its connection,
-which stops the server's generation; the built-in narrator stops between
-tokens), and is made again from the start once no turn is playing. The same
+which stops the server's generation; the built-in narrator's process is told
+to stop and does, between tokens), and is made again from the start once no
+turn is playing. The same
 ``call()`` outside ``background`` (the summary a turn itself needs) runs at
 once, so the step's code need not know who asked.
 

@@ -56,24 +56,27 @@ def app(tmp_path_factory, fake):
     }
     _manage(env, "migrate", "--noinput")
     _manage(env, "seed_demo")
-    base = f"http://127.0.0.1:{port}"
+    process = serve(env, port)
+    yield {"base": f"http://127.0.0.1:{port}", "env": env}
+    process.terminate()
+    process.wait(timeout=10)
+
+
+def serve(env, port, daphne=("-m", "daphne")):
+    """Start the app under Daphne on ``port`` and return its process once it answers."""
     process = subprocess.Popen(
-        [sys.executable, "-m", "daphne", "-b", "127.0.0.1", "-p", str(port), "storyteller.asgi:application"],
+        [sys.executable, *daphne, "-b", "127.0.0.1", "-p", str(port), "storyteller.asgi:application"],
         cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
     )
     deadline = time.monotonic() + 30
     while time.monotonic() < deadline:
         try:
-            httpx.get(f"{base}/login/", timeout=1)
-            break
+            httpx.get(f"http://127.0.0.1:{port}/login/", timeout=1)
+            return process
         except httpx.HTTPError:
             time.sleep(0.2)
-    else:
-        process.kill()
-        pytest.fail("the app did not start: " + process.stderr.read().decode()[-2000:])
-    yield {"base": base, "env": env}
-    process.terminate()
-    process.wait(timeout=10)
+    process.kill()
+    pytest.fail("the app did not start: " + process.stderr.read().decode()[-2000:])
 
 
 @pytest.fixture

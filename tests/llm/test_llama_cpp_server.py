@@ -185,3 +185,10 @@ async def test_a_reply_streams_over_the_websocket_and_stop_ends_generation_on_th
     assert after_stop <= 0.02, f"the server kept generating after Stop ({after_stop:.2f} s of CPU in 1 s)"
     assert await Node.objects.filter(campaign=story).acount() == nodes_before  # a stopped turn keeps nothing
     await communicator.disconnect()
+
+
+def test_the_suites_server_runs_with_ggml_extra_buffer_types_off(llama_cpp_server):
+    # With them on, every generation crashes a virtualised AMX processor (issue 21); tests.llama_cpp_serve turns
+    # them off before the server loads its model.
+    llama_cpp_server.check_running()
+    assert "storyteller: ggml's extra buffer types off" in llama_cpp_server.output()
