@@ -389,9 +389,9 @@ def _activation(compiled, probe, texts, level, result):
         hits = [key.found(whole) is True for key in compiled.secondary]
         allowed = {worldinfo.AND_ANY: any(hits), worldinfo.NOT_ALL: not all(hits),
                    worldinfo.NOT_ANY: not any(hits), worldinfo.AND_ALL: all(hits)}[entry.logic]
-        shown = ", ".join(repr(key.shown) for key in compiled.secondary[:4])
+        shown = ", ".join(f"“{key.shown}”" for key in compiled.secondary[:4])
         if not allowed:
-            return {"how": "blocked", "why": f"its key {matched.shown!r} was found, but its secondary keys ({shown}) "
+            return {"how": "blocked", "why": f"its key “{matched.shown}” was found, but its secondary keys ({shown}) "
                                              f"must be “{worldinfo.LOGIC[entry.logic]}” and are not", **_said(why)}
         why["secondary"] = f"{worldinfo.LOGIC[entry.logic]} of {shown}"
         why["score"] = 1 + sum(hits)
