@@ -26,4 +26,12 @@
     input.dispatchEvent(new Event("change", { bubbles: true }));
   });
   input.addEventListener("change", show);
+
+  // A refusal (400, or 503 while imports queue) is an answer in words for the preview: show it there.
+  document.addEventListener("htmx:beforeSwap", (event) => {
+    if (event.detail.target && event.detail.target.id === "bring-preview" && [400, 503].includes(event.detail.xhr.status)) {
+      event.detail.shouldSwap = true;
+      event.detail.isError = false;
+    }
+  });
 })();

@@ -126,9 +126,15 @@ def add(owner, campaign, plan):
 
 
 def existing_names(campaign):
-    """Return the names of the characters ``campaign`` has at its head (a card of one of them is not added again)."""
+    """Return the names and aliases of every character ``campaign`` has at its head, the player's own included (a
+    card called one of them is not added: the story would not know which is meant)."""
     now = state_at(lineage.path_of(campaign), campaign)
-    return [now.name_of(key) for key in world.characters(now)]
+    names = []
+    for key in [PROTAGONIST, *world.characters(now)]:
+        entity = now.entity(key)
+        if entity is not None:
+            names += [entity.value, *entity.data.get("aliases", ())]
+    return names
 
 
 @dataclass(frozen=True)

@@ -151,8 +151,9 @@ def _character(plan, reading, taken, book_keys):
     plan.notes += [(reading.name, problem) for problem in card.problems]
     key = key_for(card.name)
     if key in taken:
-        plan.notes.append((reading.name, f"{card.name} is already in the campaign, so this card was not added "
-                                         "again"))
+        plan.notes.append((reading.name, f"the campaign already has a character called {card.name} (or your own "
+                                         "character goes by that name), so this card was not added; rename the "
+                                         "character in the card to bring it in"))
         return
     taken.add(key)
     filled = {name: cards.fill_char(getattr(card, name), card) for name in ("description", "personality",

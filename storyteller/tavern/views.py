@@ -15,6 +15,8 @@ from django.conf import settings
 from django.contrib.auth.decorators import login_required
 from django.http import Http404, HttpResponse
 from django.shortcuts import aget_object_or_404, redirect, render
+from django.urls import reverse
+from django_htmx.http import HttpResponseClientRedirect
 from django.utils.text import slugify
 from django.views.decorators.http import require_GET, require_http_methods
 
@@ -69,11 +71,16 @@ def _posted(request):
             importing.add(request.user, target, plan)
         except (importing.ImportRefused, playing.TurnInProgress) as refusal:
             return _answer(request, plan=plan, target=target, error=str(refusal))
-        return redirect("play", target.pk)
+        return _go(request, reverse("play", args=[target.pk]))
     title = request.POST.get("title", "").strip()[:200]
     token = import_thread.start(request.user, f"“{title or plan.title}”", importing.rows_of(plan) + 1,
                                 lambda add: importing.create(request.user, plan, title=title, progress=add).campaign)
-    return redirect("import_progress", token)
+    return _go(request, reverse("import_progress", args=[token]))
+
+
+def _go(request, url):
+    """Send the browser to ``url``: the page itself for htmx (the files stay chosen only while the page does)."""
+    return HttpResponseClientRedirect(url) if request.htmx else redirect(url)
 
 
 def _target(request):

@@ -87,15 +87,16 @@ def test_a_card_added_to_a_campaign_joins_its_cast_and_the_export_downloads(app,
     sign_in(app, page)
     play_url = page.url
     _open_bring(page)
-    card = tmp_path / "edrin.json"
-    card.write_text(json.dumps(make.v3(name="Edrin", first_mes="Hm.")))
+    card = tmp_path / "tova.json"
+    card.write_text(json.dumps(make.v3(name="Tova", first_mes="Hm.")))
     page.set_input_files("#bring-files", [str(card)])
+    page.wait_for_selector("[data-preview] >> text=A new campaign: “Tova”")
     page.select_option("#bring-form [name=campaign]", label="The Lantern of Greyhollow")
-    page.click("[data-action=preview]")
-    page.wait_for_selector("[data-preview]")
-    assert "Added to “The Lantern of Greyhollow”" in page.inner_text("[data-preview]")
+    page.wait_for_selector("[data-preview] >> text=Added to “The Lantern of Greyhollow”")
+    assert "greeting(s) are kept with the card" in page.inner_text("[data-preview]")
     page.click("[data-action=import]")
     page.wait_for_url(play_url)
+    page.wait_for_selector("#cast-panel [data-cast=tova]")
     page.goto(page.url.split("/campaigns/")[0] + "/")
     with page.expect_download() as download:
         page.locator("[data-action=export-tavern]").first.click()
@@ -112,6 +113,7 @@ def test_a_hostile_file_is_refused_in_words_and_nothing_is_written(app, fake, pa
     page.set_input_files("#bring-files", [str(bomb)])
     page.wait_for_selector("[data-preview]")
     assert "decompression bomb" in page.inner_text("[data-preview]")
+    assert "Nothing here can be brought in" in page.inner_text("[data-preview]")
     page.click("[data-action=import]")
-    page.wait_for_selector("#bring-preview .error")
-    assert "Nothing was imported" in page.inner_text("#bring-preview")
+    page.wait_for_selector("#bring-preview [role=alert] >> text=Nothing was imported")
+    assert "decompression bomb" in page.inner_text("#bring-preview [role=alert]")

@@ -54,7 +54,7 @@ def test_a_card_with_its_book_and_chat_added_to_a_campaign(owner, campaign):
 def test_a_character_already_in_the_campaign_is_not_added_again(owner, campaign):
     importing.add(owner, campaign, _plan(("mara.json", json.dumps(make.v2()).encode())))
     again = _plan(("mara.json", json.dumps(make.v2()).encode()), existing=importing.existing_names(campaign))
-    assert again.characters == [] and "already in the campaign" in again.notes[-1][1]
+    assert again.characters == [] and "already has a character called Mara" in again.notes[-1][1]
 
 
 @pytest.mark.django_db
@@ -104,3 +104,10 @@ def test_a_cards_greetings_are_not_added_to_a_campaign_that_has_its_opening(owne
     importing.add(owner, campaign, plan)
     campaign.refresh_from_db()
     assert campaign.head_depth == 0 and Node.objects.filter(campaign=campaign).count() == 1
+
+
+@pytest.mark.django_db
+def test_a_card_with_the_players_characters_name_is_not_added(owner, campaign):
+    plan = _plan(("aldric.json", json.dumps(make.v2(name="Aldric")).encode()),
+                 existing=importing.existing_names(campaign))
+    assert plan.characters == [] and "already has a character called Aldric" in " ".join(w for _, w in plan.notes)

@@ -49,7 +49,11 @@ def test_adding_to_a_campaign_of_ones_own_writes_it_in_one_go(client_of, campaig
         "files": [_upload("mara.json", json.dumps(make.v3()).encode())], "campaign": str(campaign.pk),
         "action": "import"})
     assert response.status_code == 302 and response["Location"] == reverse("play", args=[campaign.pk])
-    assert CharacterCard.objects.get(campaign=campaign).name == "Mara"
+    htmx = client_of.post(reverse("bring"), {
+        "files": [_upload("edrin.json", json.dumps(make.v3(name="Edrin")).encode())], "campaign": str(campaign.pk),
+        "action": "import"}, HTTP_HX_REQUEST="true")
+    assert htmx["HX-Redirect"] == reverse("play", args=[campaign.pk])
+    assert list(CharacterCard.objects.filter(campaign=campaign).values_list("name", flat=True)) == ["Mara", "Edrin"]
 
 
 def test_another_persons_campaign_is_refused(client_of, outsider):
