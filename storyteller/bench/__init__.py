@@ -11,7 +11,7 @@ This package may import every app; nothing imports it but the command and
 the prefix-reuse test.
 """
 
-from . import (builtin, checkpoint, imports, knowledge, memory, minds, overhead, page, recording, rules, state,
+from . import (builtin, checkpoint, imports, knowledge, limits, memory, minds, overhead, page, recording, rules, state,
                tavern, turn, turn_first, voices, world)
 
 BENCHMARKS = {
@@ -30,6 +30,7 @@ BENCHMARKS = {
     "minds": minds.run,
     "voices": voices.run,
     "builtin": builtin.run,
+    "limits": limits.run,
     "tavern": tavern.run,
 }
 # Run only when named: minutes of the built-in model, not milliseconds of the app.
