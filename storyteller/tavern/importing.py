@@ -221,13 +221,12 @@ def _world(plan, title, persona):
     characters = [{"id": c.key, "name": c.name, "description": plans.entity_description(c), "place": SCENE,
                    "knowledge": {"lore": [{"name": entry, "how": "world"} for entry in known.get(c.key, [])]}}
                   for c in plan.characters]
-    document = {"characters": characters}
-    if characters:
-        # The cards' characters are with the player in one scene, where a game master finds them to speak, and the
-        # player's character knows them: they play together from the first line.
-        characters.append({"id": PROTAGONIST, "name": persona.name if persona else "you", "place": SCENE,
-                           "relationships": [{"to": c.name, "label": "acquaintance"} for c in plan.characters]})
-        document["places"] = [{"id": SCENE, "name": "The scene", "description": _scene(plan.opening)}]
+    # The cards' characters are with the player in one scene, where a game master finds them to speak, and the
+    # player's character knows them: they play together from the first line.
+    characters.append({"protagonist": True, "name": persona.name if persona else "you", "place": SCENE,
+                       "relationships": [{"to": c.name, "label": "acquaintance"} for c in plan.characters]})
+    document = {"characters": characters,
+                "places": [{"id": SCENE, "name": "The scene", "description": _scene(plan.opening)}]}
     fields = {"title": title[:200], "protagonist": persona.name if persona else "you", "opening": plan.opening}
     if plan.narrator_rules.strip():
         fields["narrator_rules"] = plan.narrator_rules

@@ -131,6 +131,7 @@ def make(readings, persona="", levels=None, existing=None):
             _book(plan, reading.book, reading.name, book_keys, scope=lore.EVERYONE)
         if reading.chat is not None:
             _line(plan, reading)
+    _once(plan)
     for number, book in enumerate(plan.books):
         wanted = (levels or {}).get(number)
         if wanted in LEVELS:
@@ -209,6 +210,26 @@ def _line(plan, reading):
         plan.note = {"text": chat.note, "depth": chat.note_depth if chat.note_depth is not None else 4,
                      "interval": chat.note_interval if chat.note_interval is not None else 1,
                      "role": {0: "system", 1: "user", 2: "assistant"}.get(chat.note_role, "system")}
+
+
+def _once(plan):
+    """Bring a lorebook in once: a standalone book with the same entries as a card's own (a character exported with
+    its book beside it) is the card's, and is named instead of added again."""
+    def shape(book):
+        return tuple((entry.uid, entry.keys, entry.content) for entry in book.entries)
+
+    owned = {shape(book) for book in plan.books if book.scope == lore.LISTED and book.known_to}
+    kept = []
+    for book in plan.books:
+        if not book.known_to and shape(book) in owned:
+            plan.notes.append((book.file, f"the lorebook “{book.title}” has the same entries as a card's own book, "
+                                          "so it is brought in once, with the card"))
+            continue
+        kept.append(book)
+    for character in plan.characters:
+        if character.book is not None:
+            character.book = kept.index(plan.books[character.book])
+    plan.books = kept
 
 
 def _knowers(plan):
