@@ -385,7 +385,7 @@ def _write_rows(campaign, branch, rows, fork, through, *, writes=None, progress=
                  tokens=row.counts[index], tokens_through=total)
             for row, index, text, total, on_line in chunk])
         ContextSnapshot.objects.bulk_create([
-            ContextSnapshot(node=node, report=_imported(row), model="", api=IMPORTED)
+            ContextSnapshot(node=node, report=_imported(row), model=IMPORTED, api=IMPORTED)
             for node, (row, *_rest) in zip(created, chunk) if row.role == Node.Role.NARRATOR])
 
     _run(nodes, write, writes, progress)

@@ -162,3 +162,21 @@ def test_nothing_usable_is_refused_whole_and_nothing_is_written(owner):
     with pytest.raises(importing.ImportRefused, match="Nothing was imported"):
         importing.create(owner, plan)
     assert (Campaign.every.count() if hasattr(Campaign, "every") else Campaign.objects.count()) == before
+
+
+def test_a_campaign_brought_in_travels_whole_in_a_bundle(owner):
+    from storyteller import bundle
+
+    first = _create(owner, ("mara.png", make.card_png(make.v2(character_book=make.character_book()))),
+                    ("abbey.json", json.dumps(make.world_info()).encode()), ("mara.jsonl", make.mara_chat()))
+    second = bundle.import_bundle(owner, bundle.dumps(first))
+    card = CharacterCard.objects.get(campaign=second)
+    assert card.portrait.startswith(b"\x89PNG") and card.card["data"]["extensions"]["someones_tool"]
+    assert sorted(Source.objects.filter(campaign=second, keyed=True).values_list("title", flat=True)) == [
+        "Mara's book", "abbey"]
+    assert [t for _, _, t in _line(second)] == [t for _, _, t in _line(first)]
+    assert Node.objects.get(campaign=second, depth=4, text="Tea?").note == "The storm grows."
+    assert (second.style_examples, second.reply_direction) == (first.style_examples, first.reply_direction)
+    assert {s.report.get("imported", {}).get("from") for s in
+            __import__("campaigns.models", fromlist=["ContextSnapshot"]).ContextSnapshot.objects.filter(
+                node__campaign=second)} == {"mara.jsonl"}
