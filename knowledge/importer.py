@@ -109,10 +109,12 @@ def _lore_entries(name, text, suffix):
         raise ImportRefused(f"{name} cannot be a lorebook: {refusal}. Nothing was imported.") from None
 
 
-def import_keyed(campaign, filename, book, classification, *, lore_scope=Source.LoreScope.EVERYONE, key=""):
+def import_keyed(campaign, filename, book, classification, *, lore_scope=Source.LoreScope.EVERYONE, key="",
+                 entries=True):
     """Write World Info ``book`` (a worldinfo.Book) as a keyed lorebook of ``campaign`` inside the caller's
     transaction; return the Source. ``key`` is the book's key when the caller chose it (an import that also
-    writes knowledge of its entries), else one is made from its title.
+    writes knowledge of its entries), else one is made from its title. With ``entries`` False the caller writes
+    the entries itself (``lorebooks.add_entries``: a staged import, in batches).
 
     Raise ImportRefused when the book is empty or larger than a source may be.
     """
@@ -134,7 +136,8 @@ def import_keyed(campaign, filename, book, classification, *, lore_scope=Source.
         lexical_state=Source.IndexState.READY, semantic_state=Source.IndexState.UNAVAILABLE,
         semantic_detail=KEYED_DETAIL,
         lorebook=True, keyed=True, lore_scope=lore_scope, lore_book=key or lorebooks.book_key_for(campaign.pk, title))
-    lorebooks.write_entries(source, lorebooks.parsed_entries(source))
+    if entries:
+        lorebooks.write_entries(source, lorebooks.parsed_entries(source))
     return source
 
 

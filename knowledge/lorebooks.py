@@ -146,10 +146,16 @@ def book_key_for(campaign_id, title):
 def write_entries(source, parsed):
     """Replace ``source``'s entries with ``parsed`` (inside the caller's transaction)."""
     source.lore_entries.all().delete()
+    add_entries(source, enumerate(parsed))
+
+
+def add_entries(source, numbered):
+    """Write ``numbered`` ((position, Parsed) pairs) as entries of ``source``: a staged import's batch, or the
+    whole of ``write_entries``."""
     LoreEntry.objects.bulk_create([
         LoreEntry(source=source, campaign_id=source.campaign_id, key=f"{source.lore_book}:{entry.entry}",
                   title=entry.title[:300], heading_path=entry.heading_path, text=entry.text, scope=entry.scope,
-                  position=position) for position, entry in enumerate(parsed)], batch_size=500)
+                  position=position) for position, entry in numbered], batch_size=500)
 
 
 def save_settings(form):

@@ -72,6 +72,7 @@ def chat_jsonl(messages=MESSAGES, swipes=SWIPES):
 def _measure_import():
     from django.conf import settings
 
+    from campaigns import staging
     from storyteller.diagnostics.load import PeakMemory
     from storyteller.tavern import files, importing
     from storyteller.tavern import plan as plans
@@ -80,14 +81,16 @@ def _measure_import():
     chat = chat_jsonl()
     limit = settings.STORYTELLER_BUNDLE_MAX_BYTES
     mib = 1024 * 1024
+    writes = staging.Writes()
     with PeakMemory() as memory:
         started = time.perf_counter()
         readings = [files.read("library.json", book, limit), files.read("mara.jsonl", chat, limit)]
-        written = importing.create(bench_user(), plans.make(readings, "Wren"))
+        written = importing.create(bench_user(), plans.make(readings, "Wren"), writes=writes)
         seconds = time.perf_counter() - started
     return figure("tavern import", f"{ENTRIES:,} entries, {MESSAGES:,} messages x{SWIPES} "
                                    f"({(len(book) + len(chat)) / mib:.1f} MiB), {written.turns:,} turns, "
-                                   f"peak +{memory.above / mib:.0f} MiB",
+                                   f"peak +{memory.above / mib:.0f} MiB, {writes.batches} transactions, the "
+                                   f"longest {writes.longest * 1000:.0f} ms",
                   [seconds], "< 10 s and < 300 MiB peak")
 
 

@@ -29,7 +29,7 @@ from campaigns.models import (AuthorNote, Branch, Campaign, CharacterCard, Conte
 from campaigns.state import PROTAGONIST, apply_events, state_at
 from campaigns.state.registry import MAX_TEXT
 from campaigns.state.world import lore, world
-from knowledge import importer
+from knowledge import importer, lorebooks
 from storyteller import context
 from storyteller.context import builder
 from storyteller.llm import priority
@@ -75,11 +75,17 @@ def create(owner, plan, *, title="", progress=None, writes=None):
     story_rows = _story_rows(plan)
     written = Written(None)
 
+    writes = writes if writes is not None else staging.Writes()
+
     def then(campaign):
         staging.transact(lambda: _settings(campaign, plan, persona), writes)
         staging.transact(lambda: _cards(campaign, plan, written), writes)
         for book in plan.books:
-            staging.transact(lambda book=book: _book(campaign, book, written), writes)
+            source = staging.transact(lambda book=book: _book(campaign, book, written, entries=False), writes)
+            # Entries in batches: a book of a thousand is a second of writing, far past one short transaction.
+            parsed = list(enumerate(lorebooks.parsed_entries(source)))
+            staging.in_batches(parsed, lambda chunk, source=source: lorebooks.add_entries(source, chunk),
+                               writes=writes, progress=progress)
         staging.transact(lambda: _note_and_memory(campaign, plan), writes)
         root = campaign.head_branch_id
         head = _write_story(campaign, root, story_rows, writes, progress)
@@ -278,15 +284,16 @@ def _cards(campaign, plan, written):
     written.characters += [{"key": c.key, "name": c.name} for c in plan.characters]
 
 
-def _book(campaign, book, written):
+def _book(campaign, book, written, *, entries=True):
     try:
         source = importer.import_keyed(campaign, book.file, book.converted.book, book.level, lore_scope=book.scope,
-                                       key=book.key)
+                                       key=book.key, entries=entries)
     except importer.ImportRefused as refusal:
         raise ImportRefused(str(refusal)) from None
     written.entries += [{"id": f"{source.lore_book}:{lore.entry_id(entry.uid)}", "book": source.title,
                          "keys": list(entry.keys), "constant": entry.constant}
                         for entry in book.entries]
+    return source
 
 
 def _note_and_memory(campaign, plan):
@@ -356,8 +363,9 @@ def _write_story(campaign, root, lines, writes, progress):
 def _write_rows(campaign, branch, rows, fork, through, *, writes=None, progress=None):
     """Write one line's ``rows`` on ``branch`` (its other versions on branches of their own) and return its tip.
 
-    Inside the caller's transaction when ``writes`` is None; else each batch
-    in a short transaction of its own (a staged campaign).
+    Inside the caller's transaction when ``writes`` is None (one campaign's
+    addition); else each batch in a short transaction of its own, counted in
+    ``writes`` (a staged campaign).
     """
     # Branches first (each version but the chosen one has its own, forked just before it), then the nodes in
     # version order, so each group's ids run in the order its versions were written.
