@@ -167,14 +167,12 @@ def test_values_of_the_wrong_type_are_read_as_sillytavern_holds_them_and_named_w
     assert any("sticky -3 is outside" in p for p in book.problems)
 
 
-def test_a_scan_of_a_thousand_entries_is_fast():
+def test_a_thousand_entries_filed_by_their_rarest_letters_still_fire_only_on_their_own_keys():
+    # Keys sharing common letters ("lord ...") must not hide each other in the index; the speed is the bench's.
     words = [f"{a}{b}{c}" for a in "bcdfghjklm" for b in "aeiou" for c in "nrstlmpkdg"][:1000]
     entries = {str(n): {"key": [f"{word}ia", f"lord {word}"], "keysecondary": [f"x{n}"] if n % 3 == 0 else [],
                         "content": f"Entry {n}."} for n, word in enumerate(words)}
     index = _index(entries, depth=4)
     text = " ".join(f"word{n}" for n in range(300)) + f" {words[17]}ia and lord {words[400]}"
-    started = time.perf_counter()
-    for _ in range(20):
-        scan = _scan(index, text, text, text, text)
-    assert (time.perf_counter() - started) / 20 < 0.02  # the bench measures it; this catches a slip into seconds
+    scan = _scan(index, text, text, text, text)
     assert set(_fired(scan)) == {"book:17", "book:400"}  # neither has secondary keys (n % 3)
