@@ -15,6 +15,7 @@ from django.conf import settings
 from django.contrib.auth.decorators import login_required
 from django.http import Http404, HttpResponse
 from django.shortcuts import aget_object_or_404, redirect, render
+from django.template.defaultfilters import filesizeformat
 from django.urls import reverse
 from django_htmx.http import HttpResponseClientRedirect
 from django.utils.text import slugify
@@ -102,8 +103,8 @@ def _read(request, uploads, target):
     limit = settings.STORYTELLER_BUNDLE_MAX_BYTES
     total = sum(upload.size for upload in uploads)
     if total > limit:
-        return None, (f"The files come to {total:,} bytes; one import may bring at most {limit:,} "
-                      "(STORYTELLER_BUNDLE_MAX_MB). Bring them in smaller groups.")
+        return None, (f"The files come to {filesizeformat(total)}; one import may bring at most "
+                      f"{filesizeformat(limit)} (STORYTELLER_BUNDLE_MAX_MB). Bring them in smaller groups.")
     readings = []
     for upload in uploads:
         readings.append(files.read(upload.name, upload.read(), limit))

@@ -5,6 +5,7 @@ import io
 import json
 import re
 import zipfile
+import zlib
 from urllib.parse import urlparse
 
 import pytest
@@ -109,7 +110,7 @@ def test_a_hostile_file_is_refused_in_words_and_nothing_is_written(app, fake, pa
     sign_in(app, page)
     _open_bring(page)
     bomb = tmp_path / "bomb.png"
-    bomb.write_bytes(make.png_with(make.chunk(b"zTXt", b"chara\0\0" + __import__("zlib").compress(b"A" * 50_000_000))))
+    bomb.write_bytes(make.png_with(make.chunk(b"zTXt", b"chara\0\0" + zlib.compress(b"A" * 50_000_000))))
     page.set_input_files("#bring-files", [str(bomb)])
     page.wait_for_selector("[data-preview]")
     assert "decompression bomb" in page.inner_text("[data-preview]")

@@ -42,6 +42,14 @@ def test_the_preview_shows_what_each_file_becomes_escaped(client_of, campaign):
     assert "junk.json" in text and "not a character card, a lorebook" in text
     assert "talkativeness" in text and "vector search" in text
     assert Node.objects.filter(campaign__owner=campaign.owner).count() == 1, "a preview writes nothing"
+    assert "stays in 2 turns once it fires, then out 1 turn" in text, "the teapot's timers, in turns"
+    assert "You have not given your name" not in text
+
+
+def test_the_preview_says_what_you_are_called_when_no_name_is_given(client_of):
+    response = client_of.post(reverse("bring"), {"files": [_upload("mara.json", json.dumps(make.v2()).encode())],
+                                                 "persona": " ", "action": "preview"}, HTTP_HX_REQUEST="true")
+    assert "the narrator will call your character “you”" in response.content.decode()
 
 
 def test_adding_to_a_campaign_of_ones_own_writes_it_in_one_go(client_of, campaign):
@@ -71,7 +79,8 @@ def test_too_many_bytes_at_once_are_refused_in_words(client_of, settings):
     settings.STORYTELLER_BUNDLE_MAX_BYTES = 100
     response = client_of.post(reverse("bring"), {"files": [_upload("a.json", b" " * 80), _upload("b.json", b" " * 80)],
                                                  "action": "preview"}, HTTP_HX_REQUEST="true")
-    assert response.status_code == 400 and "come to 160 bytes" in response.content.decode()
+    assert response.status_code == 400
+    assert "come to 160\xa0bytes; one import may bring at most 100\xa0bytes" in response.content.decode()
 
 
 def test_the_export_and_the_portrait_are_the_owners_only(client_of, campaign, outsider, client):
