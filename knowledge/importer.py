@@ -30,7 +30,7 @@ from .models import TEXT_CHARS, Passage, Source
 MAX_BYTES = 1024 * 1024  # seed 003 §76: sources are capped at 1 MiB
 EXTENSIONS = {".md": True, ".markdown": True, ".txt": False}  # suffix -> parsed as Markdown
 
-KEYED_DETAIL = "A keyed lorebook's entries are found by their keys in the story, not by search."
+KEYED_DETAIL = "a keyed lorebook's entries are found by their keys in the story, not by search"
 
 # Passages per /api/embed request: large enough that a 1 MiB source needs a
 # few dozen requests, small enough that one request never nears a timeout.

@@ -118,3 +118,41 @@ def test_a_hostile_file_is_refused_in_words_and_nothing_is_written(app, fake, pa
     page.click("[data-action=import]")
     page.wait_for_selector("#bring-preview [role=alert] >> text=Nothing was imported")
     assert "decompression bomb" in page.inner_text("#bring-preview [role=alert]")
+
+
+def test_every_other_kind_of_file_is_shown_and_brought_in_through_the_page(app, fake, page, tmp_path):
+    made = {"old.json": json.dumps(make.v1(name="Oswin")), "hild.json": json.dumps(make.hybrid(name="Hild")),
+            "pell.json": json.dumps(make.pygmalion(name="Pell")), "nai.json": json.dumps(make.novelai_book()),
+            "tova.charx": make.charx(make.v3(name="Tova", assets=[
+                {"type": "icon", "uri": "embeded://assets/icon/images/main.png", "name": "main", "ext": "png"}])),
+            "group.jsonl": make.group_chat()}
+    for name, data in made.items():
+        (tmp_path / name).write_bytes(data if isinstance(data, bytes) else data.encode())
+    sign_in(app, page)
+    _open_bring(page)
+    page.fill("#bring-form [name=persona]", "Wren")
+    page.set_input_files("#bring-files", [str(tmp_path / name) for name in made])
+    page.wait_for_selector("[data-preview]")
+    preview = page.inner_text("[data-preview]")
+    for shown in ("old.json: character card (V1)", "hild.json: character card (V2, SillyTavern hybrid)",
+                  "pell.json: character card (Pygmalion)", "tova.charx: character card (V3)",
+                  "nai.json: NovelAI lorebook", "group.jsonl: SillyTavern group chat",
+                  "4 characters", "played with a game master", "Greyhollow — keys: Greyhollow"):
+        assert shown in preview, shown
+    page.click("[data-action=import]")
+    page.wait_for_selector("#story [data-role=opening]", timeout=30_000)
+    story = page.inner_text("#story")
+    assert "Mara: Welcome back." in story and "Edrin: Sit." in story and "Hello both." in story
+    for name in ("oswin", "hild", "pell", "tova"):
+        page.wait_for_selector(f"#cast-panel [data-cast={name}]", state="attached")
+    page.wait_for_function("document.querySelector('#cast-panel [data-cast=tova] img').naturalWidth > 0")
+
+    _open_bring(page)
+    save = tmp_path / "save.json"
+    save.write_text(json.dumps(make.kobold_save()))
+    page.set_input_files("#bring-files", [str(save)])
+    page.wait_for_selector("[data-preview] >> text=save.json: Kobold save")
+    page.click("[data-action=import]")
+    page.wait_for_selector("#story [data-role=opening]", timeout=30_000)
+    story = page.inner_text("#story")
+    assert "The ferry docks at Greyhollow." in story and "The rain starts." in story and "A bell rings." in story
