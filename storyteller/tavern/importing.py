@@ -49,7 +49,7 @@ class Written:
 
     campaign: Campaign
     characters: list = field(default_factory=list)  # [{key, name}]
-    greetings: int = 0
+    greetings: list = field(default_factory=list)  # [{character, text}]: the opening reply and its versions
     entries: list = field(default_factory=list)  # [{id, book, keys, constant}]
     turns: int = 0
     swipes: int = 0
@@ -202,7 +202,7 @@ def _nothing(plan):
 
 
 def _count(written, plan, rows):
-    written.greetings = len(plan.greetings) if not plan.lines else 0
+    written.greetings = [] if plan.lines else [{"character": who, "text": text} for who, text in plan.greetings]
     written.turns = plan.turn_count
     written.swipes = plan.swipe_count
     written.lines = len(plan.lines)

@@ -58,7 +58,7 @@ class Command(BaseCommand):
             self.stdout.write(json.dumps(result, indent=2, ensure_ascii=False))
             return
         self.stdout.write(f"Campaign {written.campaign.pk}: “{written.campaign.title}”: {len(written.characters)} "
-                          f"character(s), {written.greetings} greeting(s), {len(written.entries)} lorebook entries, "
+                          f"character(s), {len(written.greetings)} greeting(s), {len(written.entries)} lorebook entries, "
                           f"{written.turns} turn(s) with {written.swipes} other version(s).")
         for line in result["refused"] + result["notes"]:
             self.stderr.write(line)

@@ -147,6 +147,7 @@ def test_the_command_imports_and_says_what_it_made_as_json(owner, tmp_path, caps
     result = json.loads(capsys.readouterr().out)
     campaign = Campaign.objects.get(pk=result["campaign"])
     assert result["characters"] == [{"key": "mara", "name": "Mara"}] and result["turns"] == 3
+    assert result["greetings"] == [], "the chat's own line begins the story, not the card's greetings"
     assert [(e["keys"], e["constant"]) for e in result["lorebook_entries"]] == [(["teapot"], False),
                                                                                (["cellar"], True)]
     assert result["lorebook_entries"][0]["id"].endswith(":0")
@@ -154,6 +155,16 @@ def test_the_command_imports_and_says_what_it_made_as_json(owner, tmp_path, caps
     call_command("tavern", "export", "--campaign", str(campaign.pk), "--out", str(tmp_path / "out"))
     assert (tmp_path / "out" / "characters" / "mara.png").read_bytes().startswith(b"\x89PNG")
     assert (tmp_path / "out" / "chats").is_dir()
+
+
+def test_the_commands_json_lists_a_cards_greetings_in_order(owner, tmp_path, capsys):
+    (tmp_path / "mara.json").write_text(json.dumps(make.v2()))
+    call_command("tavern", "import", str(tmp_path / "mara.json"), "--json", "--persona", "Wren",
+                 "--owner", owner.username)
+    result = json.loads(capsys.readouterr().out)
+    assert [(g["character"], g["text"]) for g in result["greetings"]] == [
+        ("Mara", "*Mara looks up from the stove.* You're late, {{user}}."),
+        ("Mara", "*The kettle screams.* Oh! {{user}}!"), ("Mara", "*Mara is asleep by the fire.*")]
 
 
 def test_nothing_usable_is_refused_whole_and_nothing_is_written(owner):
