@@ -64,7 +64,7 @@ class Written:
 def create(owner, plan, *, title="", progress=None, writes=None):
     """Create a campaign of ``plan`` for ``owner``, staged until whole; return what was Written."""
     if not plan.usable:
-        raise ImportRefused(_nothing(plan))
+        raise ImportRefused(nothing_imported(plan))
     persona = _persona(owner, plan.persona)
     document = _world(plan, title or plan.title, persona)
     try:
@@ -100,7 +100,7 @@ def create(owner, plan, *, title="", progress=None, writes=None):
 def add(owner, campaign, plan):
     """Add ``plan`` to ``campaign`` (the owner's) in one transaction; return what was Written, or refuse in words."""
     if not plan.usable:
-        raise ImportRefused(_nothing(plan))
+        raise ImportRefused(nothing_imported(plan))
     persona = _persona(owner, plan.persona) if plan.persona and not campaign.persona_id else None
     story_rows = _story_rows(plan, greetings=False)
     written = Written(campaign)
@@ -194,7 +194,8 @@ def reading(campaign_id):
     return task is not None and not task.done()
 
 
-def _nothing(plan):
+def nothing_imported(plan):
+    """Return why nothing of ``plan`` can be imported, in words: each file's refusal, or what to choose."""
     if plan.refused:
         return "Nothing could be read: " + " ".join(reading.refused for reading in plan.refused) + \
             " Nothing was imported."

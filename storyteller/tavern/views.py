@@ -66,7 +66,7 @@ def _posted(request):
     if request.POST.get("action") != "import":
         return _answer(request, plan=plan, target=target)
     if not plan.usable:
-        return _answer(request, plan=plan, target=target, error=importing._nothing(plan))
+        return _answer(request, plan=plan, target=target, error=importing.nothing_imported(plan))
     if target is not None:
         try:
             importing.add(request.user, target, plan)

@@ -49,7 +49,7 @@ class Command(BaseCommand):
         plan = plans.make(readings, persona or _persona_name(user), _levels(level),
                           importing.existing_names(target) if target else None)
         if not plan.usable:
-            raise CommandError(importing._nothing(plan))
+            raise CommandError(importing.nothing_imported(plan))
         written = importing.add(user, target, plan) if target else importing.create(user, plan, title=title)
         result = {**written.as_json(), "refused": [reading.refused for reading in plan.refused],
                   "notes": [f"{file}: {words}" if file else words for file, words in plan.notes],
