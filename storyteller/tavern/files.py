@@ -41,6 +41,11 @@ class Reading:
     problems: list = field(default_factory=list)
 
     @property
+    def reason(self):
+        """Return why the file was refused without its name in front: for a page that shows the name beside it."""
+        return self.refused.removeprefix(f"{self.name}: ")
+
+    @property
     def label(self):
         if self.refused:
             return "not imported"

@@ -114,6 +114,19 @@ class Plan:
     def swipe_count(self):
         return sum(line.swipes for line in self.lines)
 
+    @property
+    def summary(self):
+        """Return what the import makes, in counted words, leaving out what it makes none of."""
+        parts = [_counted(len(self.characters), "character"), _counted(len(self.greetings), "greeting"),
+                 _counted(self.entry_count, "lorebook entry", "lorebook entries")]
+        if self.swipe_count:
+            parts.append(f"{_counted(self.turn_count, 'turn')} with {_counted(self.swipe_count, 'other version')}")
+        else:
+            parts.append(_counted(self.turn_count, "turn"))
+        if self.game_master:
+            parts.append("played with a game master, each character in its own voice")
+        return [part for part in parts if part]
+
 
 def make(readings, persona="", levels=None, existing=None):
     """Return the Plan of ``readings`` (files.Reading) played as ``persona``; ``levels`` {book index: level};
@@ -319,3 +332,10 @@ def entity_description(character):
     with its card and read into the prompt's cast section)."""
     text = " ".join(character.description.split())
     return text if len(text) <= MAX_TEXT else text[:MAX_TEXT - 1].rsplit(" ", 1)[0] + "…"
+
+
+def _counted(number, one, many=""):
+    """Return "1 turn", "3 turns" ("" for none): a count as the preview says it."""
+    if not number:
+        return ""
+    return f"{number:,} {one if number == 1 else many or one + 's'}"

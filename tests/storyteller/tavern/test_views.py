@@ -4,6 +4,7 @@ one's own, another's campaign refused, the export download, the portraits served
 import io
 import json
 import zipfile
+import zlib
 
 import pytest
 from django.core.files.uploadedfile import SimpleUploadedFile
@@ -98,3 +99,14 @@ def test_the_export_and_the_portrait_are_the_owners_only(client_of, campaign, ou
     assert client_of.get(reverse("card_portrait", args=[campaign.pk, card.pk])).status_code == 404
     assert client_of.get(reverse("export_tavern", args=[campaign.pk])).status_code == 404
     assert client_of.get(reverse("cast_panel", args=[campaign.pk])).status_code == 404
+
+
+def test_the_preview_counts_only_what_is_made_and_names_a_refused_file_once(client_of):
+    bomb = make.png_with(make.chunk(b"zTXt", b"chara\0\0" + zlib.compress(b"A" * 5_000_000)))
+    response = client_of.post(reverse("bring"), {
+        "files": [_upload("bomb.png", bomb), _upload("nai.json", json.dumps(make.novelai_book()).encode())],
+        "persona": "Wren", "action": "preview"}, HTTP_HX_REQUEST="true")
+    text = response.content.decode()
+    assert "<strong>bomb.png</strong>: <span class=\"error\">not imported: A compressed text chunk" in text
+    assert "bomb.png: A compressed" not in text, "the name is not said twice"
+    assert ">2 lorebook entries</p>" in text and "0 turns" not in text and "0 characters" not in text
