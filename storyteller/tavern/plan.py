@@ -15,6 +15,7 @@ not be read at all is listed as refused, and nothing of it is used.
 
 import re
 from dataclasses import dataclass, field
+from pathlib import PurePath
 
 from campaigns.models import NODE_CHARS, NOTES_CHARS, OPENING_CHARS
 from campaigns.state.world import lore
@@ -247,8 +248,15 @@ def _once(plan):
 
 def _knowers(plan):
     """Give the characters named by an entry's character filter the knowledge of it (seed 002's lore rule): such an
-    entry is known only to them (its scope ``listed``), whatever the book's scope."""
-    by_name = {character.name.lower(): character for character in plan.characters}
+    entry is known only to them (its scope ``listed``), whatever the book's scope.
+
+    SillyTavern's filter names a character by its card's file name without the extension
+    (``getCharaFilename``), which is often, not always, the character's name: either is read as naming it.
+    """
+    by_name = {}
+    for character in plan.characters:
+        by_name.setdefault(character.name.lower(), character)
+        by_name.setdefault(PurePath(character.file).stem.lower(), character)
     for book in plan.books:
         for entry in book.entries:
             named = [by_name[name.lower()] for name in entry.characters if name.lower() in by_name]

@@ -70,6 +70,25 @@ def test_the_prompt_reads_the_card_user_as_the_persona_and_never_the_creators_no
     assert "Keep replies under 150 words." in ctx.messages[-1]["content"]
 
 
+def test_an_entry_filtered_to_a_character_becomes_that_characters_lore(owner):
+    book = {"entries": {
+        "0": make.every_field_entry(0, comment="Mara's debt", content="Mara owes the abbot.",
+                                    characterFilter={"isExclude": False, "names": ["Mara"], "tags": []}),
+        "1": make.every_field_entry(1, comment="Edrin's oath", content="Edrin swore silence.",
+                                    characterFilter={"isExclude": False, "names": ["edrin_v2"], "tags": []}),
+        "2": make.every_field_entry(2, comment="The river", content="The river floods in spring."),
+        "3": make.every_field_entry(3, comment="Not Mara's", content="A secret kept from Mara.",
+                                    characterFilter={"isExclude": True, "names": ["Mara"], "tags": []})}}
+    campaign = _create(owner, ("mara.json", json.dumps(make.v2()).encode()),
+                       ("edrin_v2.json", json.dumps(make.v3(name="Edrin")).encode()),
+                       ("abbey.json", json.dumps(book).encode()))
+    now = state_at(lineage.path_of(campaign), campaign)
+    source = Source.objects.get(campaign=campaign, keyed=True, title="abbey")
+    known = {who: set(world.knowledge(now, who).get("lore", {})) for who in ("mara", "edrin")}
+    assert known == {"mara": {f"{source.lore_book}:0"}, "edrin": {f"{source.lore_book}:1"}}, \
+        "by the character's name or its card's file name (SillyTavern's filter); an excluding filter gives nothing"
+
+
 def test_several_cards_make_a_cast_for_the_game_master(owner):
     campaign = _create(owner, ("mara.json", json.dumps(make.v2()).encode()),
                        ("edrin.json", json.dumps(make.v3(name="Edrin", first_mes="Hm, {{char}} nods.")).encode()))
