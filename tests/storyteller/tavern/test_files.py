@@ -30,6 +30,7 @@ def read(name, data, limit=LIMIT):
                                                "name": "main", "ext": "png"}])), "card", "character card (V3)"),
     ("abbey.json", json.dumps(make.world_info()).encode(), "lorebook", "World Info"),
     ("nai.json", json.dumps(make.novelai_book()).encode(), "lorebook", "NovelAI lorebook"),
+    ("Greyhollow.lorebook", json.dumps(make.novelai_book()).encode(), "lorebook", "NovelAI lorebook"),
     ("chat.jsonl", make.mara_chat(), "chat", "SillyTavern chat"),
     ("group.jsonl", make.group_chat(), "chat", "SillyTavern group chat"),
     ("save.json", json.dumps(make.kobold_save()).encode(), "kobold", "Kobold save"),
