@@ -6,7 +6,8 @@ Kobold saves are read here into plain values (``cards``, ``books``,
 ``chats``; ``png`` and ``files`` for the bytes), every field that has no
 place in Storyteller named; ``plan`` turns what a person dropped into what
 importing it would make, for the preview, and ``importing`` writes it (a new
-campaign staged until whole, or one transaction into a chosen one);
+campaign staged until whole, or short batches joined to a chosen one in one
+last transaction);
 ``exporting`` writes a campaign back in their formats. The keyed scan of
 the lorebooks a turn reads lives with the books, in ``knowledge.keyed``.
 

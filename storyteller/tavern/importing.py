@@ -1,4 +1,4 @@
-"""Write a Plan: a new campaign staged until whole, or what it adds to a chosen one in one transaction.
+"""Write a Plan: a new campaign staged until whole, or what it adds to a chosen one, joined in one transaction.
 
 A new campaign goes through the world file's import (``worldfile.prepare``:
 its characters, with the knowledge of their own lorebooks' entries, are
@@ -10,10 +10,11 @@ the story: the greetings as versions of the opening reply, or each chat as
 a line — each of the person's messages an action, each character's message
 a reply with its swipes as versions, the one chosen on the line.
 
-Added to a campaign that exists, everything is written in one transaction,
-the characters at the opening (they belong to every line of the story),
-each chat a line of its own from the opening; the head moves to the first
-one added. Nothing here runs the recorder over an imported history: that is
+Added to a campaign that exists, the books' entries and the chats' nodes
+are written first in short transactions on lines nothing reaches yet, then
+one transaction adds the characters at the opening (they belong to every
+line of the story) and moves the head to the first chat added, each chat a
+line of its own from the opening; a failure removes what was written. Nothing here runs the recorder over an imported history: that is
 the person's choice (``read_into_state``).
 """
 
@@ -81,11 +82,7 @@ def create(owner, plan, *, title="", progress=None, writes=None):
         staging.transact(lambda: _settings(campaign, plan, persona), writes)
         staging.transact(lambda: _cards(campaign, plan, written), writes)
         for book in plan.books:
-            source = staging.transact(lambda book=book: _book(campaign, book, written, entries=False), writes)
-            # Entries in batches: a book of a thousand is a second of writing, far past one short transaction.
-            parsed = list(enumerate(lorebooks.parsed_entries(source)))
-            staging.in_batches(parsed, lambda chunk, source=source: lorebooks.add_entries(source, chunk),
-                               writes=writes, progress=progress)
+            _book_in_batches(campaign, book, written, writes, progress)
         staging.transact(lambda: _note_and_memory(campaign, plan), writes)
         root = campaign.head_branch_id
         head = _write_story(campaign, root, story_rows, writes, progress)
@@ -97,38 +94,95 @@ def create(owner, plan, *, title="", progress=None, writes=None):
     return written
 
 
-def add(owner, campaign, plan):
-    """Add ``plan`` to ``campaign`` (the owner's) in one transaction; return what was Written, or refuse in words."""
+def add(owner, campaign, plan, *, writes=None):
+    """Add ``plan`` to ``campaign`` (the owner's); return what was Written, or refuse in words, nothing added.
+
+    The bulk (each book's entries, each chat's nodes and versions) is written
+    first in short transactions (``campaigns.staging``), on lines nothing
+    reaches yet, while the campaign's turns wait (``playing.lore_change``);
+    then one short transaction adds the characters, the cards and the persona
+    and moves the head. A failure anywhere removes what was written.
+    """
     if not plan.usable:
         raise ImportRefused(nothing_imported(plan))
     persona = _persona(owner, plan.persona) if plan.persona and not campaign.persona_id else None
     story_rows = _story_rows(plan, greetings=False)
     written = Written(campaign)
-    with playing.lore_change(campaign.pk), transaction.atomic():
-        opening = Node.objects.get(campaign=campaign, depth=0)
-        if plan.characters:
-            place = state_at(lineage.path_at(campaign.pk, opening.branch_id, 0), campaign).location_of(PROTAGONIST)
-            stored = apply_events(opening, _introductions(plan, place), source=StateEvent.Source.WORLD)
-            refused = [event for event in stored if event.status != StateEvent.Status.APPLIED]
-            if refused:
-                raise ImportRefused("The characters could not be added: " + "; ".join(
-                    f"{event.payload.get('subject') or event.payload.get('type')}: {event.reason}"
-                    for event in refused[:10]) + ". Nothing was imported.")
-        _cards(campaign, plan, written)
-        for book in plan.books:
-            _book(campaign, book, written)
-        if persona is not None:
-            Campaign.objects.filter(pk=campaign.pk).update(persona=persona)
-        head = None
-        for rows in story_rows:
-            line = Branch.objects.create(campaign=campaign, parent_id=opening.branch_id, fork_depth=0)
-            head = head or _write_rows(campaign, line.pk, rows, 0, opening.tokens_through)
-        if head:
-            Campaign.objects.filter(pk=campaign.pk).update(head_branch_id=head[0], head_depth=head[1],
-                                                           updated_at=timezone.now())
+    writes = writes if writes is not None else staging.Writes()
+    made = _Made()
+    with playing.lore_change(campaign.pk):
+        try:
+            _free_book_keys(campaign, plan)
+            opening = Node.objects.get(campaign=campaign, depth=0)
+            for book in plan.books:
+                made.sources.append(_book_in_batches(campaign, book, written, writes).pk)
+            head = None
+            for rows in story_rows:
+                line = staging.transact(lambda: Branch.objects.create(campaign=campaign, parent_id=opening.branch_id,
+                                                                      fork_depth=0).pk, writes)
+                made.lines.append(line)
+                head = head or _write_rows(campaign, line, rows, 0, opening.tokens_through, writes=writes)
+            staging.transact(lambda: _join(campaign, opening, plan, persona, head, written), writes)
+        except BaseException:
+            _discard(made, writes)
+            raise
     campaign.refresh_from_db()
     _count(written, plan, story_rows)
     return written
+
+
+def _free_book_keys(campaign, plan):
+    """Give each book of ``plan`` a key no book of ``campaign`` has: another book (or the same one again) may come
+    from a file of the same name, and entries are known by their book's key."""
+    from knowledge.models import Source
+
+    taken = set(Source.objects.filter(campaign=campaign).exclude(lore_book="").values_list("lore_book", flat=True))
+    taken.add(lore.WORLD_BOOK)
+    for book in plan.books:
+        base, number = book.key, 2
+        while book.key in taken:
+            book.key, number = f"{base}-{number}", number + 1
+        taken.add(book.key)
+
+
+@dataclass
+class _Made:
+    """What an addition wrote before its last transaction: removed again if it fails."""
+
+    sources: list = field(default_factory=list)
+    lines: list = field(default_factory=list)
+
+
+def _join(campaign, opening, plan, persona, head, written):
+    """Add the characters at the opening, their cards and the persona, and move the head to the first chat added:
+    the one transaction that makes an addition part of the campaign."""
+    if plan.characters:
+        place = state_at(lineage.path_at(campaign.pk, opening.branch_id, 0), campaign).location_of(PROTAGONIST)
+        stored = apply_events(opening, _introductions(plan, place), source=StateEvent.Source.WORLD)
+        refused = [event for event in stored if event.status != StateEvent.Status.APPLIED]
+        if refused:
+            raise ImportRefused("The characters could not be added: " + "; ".join(
+                f"{event.payload.get('subject') or event.payload.get('type')}: {event.reason}"
+                for event in refused[:10]) + ". Nothing was imported.")
+    _cards(campaign, plan, written)
+    if persona is not None:
+        Campaign.objects.filter(pk=campaign.pk).update(persona=persona)
+    if head:
+        Campaign.objects.filter(pk=campaign.pk).update(head_branch_id=head[0], head_depth=head[1],
+                                                       updated_at=timezone.now())
+
+
+def _discard(made, writes):
+    """Remove the books and lines an addition wrote before it failed, in batches as they were written."""
+    from knowledge.models import Source
+
+    versions = list(Branch.objects.filter(parent_id__in=made.lines).values_list("pk", flat=True))
+    nodes = list(Node.objects.filter(branch_id__in=[*versions, *made.lines]).values_list("pk", flat=True))
+    staging.in_batches(nodes, lambda chunk: Node.objects.filter(pk__in=chunk).delete(), writes=writes)
+    staging.transact(lambda: Branch.objects.filter(pk__in=versions).delete(), writes)
+    staging.transact(lambda: Branch.objects.filter(pk__in=made.lines).delete(), writes)
+    for source in made.sources:
+        staging.transact(lambda source=source: Source.objects.filter(pk=source).delete(), writes)
 
 
 def existing_names(campaign):
@@ -285,10 +339,19 @@ def _cards(campaign, plan, written):
     written.characters += [{"key": c.key, "name": c.name} for c in plan.characters]
 
 
-def _book(campaign, book, written, *, entries=True):
+def _book_in_batches(campaign, book, written, writes, progress=None):
+    """Write ``book`` as a keyed source, its entries in batches: a book of a thousand is a second of writing, far
+    past one short transaction. Return the source."""
+    source = staging.transact(lambda: _book(campaign, book, written), writes)
+    parsed = list(enumerate(lorebooks.parsed_entries(source)))
+    staging.in_batches(parsed, lambda chunk: lorebooks.add_entries(source, chunk), writes=writes, progress=progress)
+    return source
+
+
+def _book(campaign, book, written):
     try:
         source = importer.import_keyed(campaign, book.file, book.converted.book, book.level, lore_scope=book.scope,
-                                       key=book.key, entries=entries)
+                                       key=book.key, entries=False)
     except importer.ImportRefused as refusal:
         raise ImportRefused(str(refusal)) from None
     written.entries += [{"id": f"{source.lore_book}:{lore.entry_id(entry.uid)}", "book": source.title,

@@ -1,4 +1,4 @@
-"""Adding what a person brought to a campaign of theirs: one transaction, the characters at the opening, a chat a
+"""Adding what a person brought to a campaign of theirs: joined in one transaction, the characters at the opening, a chat a
 line of its own, and a round trip through the export."""
 
 import json
@@ -6,7 +6,7 @@ import json
 import pytest
 
 from campaigns import lineage
-from campaigns.models import CharacterCard, Node
+from campaigns.models import Branch, CharacterCard, Node
 from campaigns.state import state_at
 from knowledge.models import LoreEntry, Source
 from storyteller.tavern import exporting, files, importing
@@ -48,6 +48,35 @@ def test_a_card_with_its_book_and_chat_added_to_a_campaign(owner, campaign):
     siblings = lineage.version_groups(campaign.pk, list(path.nodes()))
     assert [Node.objects.get(pk=pk).text for pk in siblings[path.nodes().get(depth=4).pk]] == [
         "Sit by the fire.", "Tea?", "Take your boots off."]
+
+
+@pytest.mark.django_db
+def test_a_book_added_again_or_another_of_the_same_name_gets_a_key_of_its_own(owner, campaign):
+    book = ("abbey.json", json.dumps(make.world_info()).encode())
+    for _ in range(2):
+        importing.add(owner, campaign, _plan(book, existing=importing.existing_names(campaign)))
+    assert sorted(Source.objects.filter(campaign=campaign, keyed=True).values_list("lore_book", flat=True)) == [
+        "abbey", "abbey-2"]
+    assert LoreEntry.objects.filter(source__campaign=campaign, key__startswith="abbey-2:").count() == 2
+
+
+@pytest.mark.django_db(transaction=True)
+def test_an_addition_that_fails_at_its_last_step_leaves_nothing_it_wrote_first(owner, campaign):
+    named = [("mara.png", make.card_png(make.v2(character_book=make.character_book()))),
+             ("abbey.json", json.dumps(make.world_info()).encode()), ("mara.jsonl", make.mara_chat())]
+    importing.add(owner, campaign, _plan(*named))
+
+    def counts():
+        campaign.refresh_from_db()
+        return (Branch.objects.filter(campaign=campaign).count(), Node.objects.filter(campaign=campaign).count(),
+                Source.objects.filter(campaign=campaign).count(), LoreEntry.objects.filter(source__campaign=campaign)
+                .count(), CharacterCard.objects.filter(campaign=campaign).count(), campaign.head_branch_id)
+
+    before = counts()
+    again = _plan(*named)  # not told who is there already: Mara's introduction is refused in the last step
+    with pytest.raises(importing.ImportRefused, match="could not be added.*Nothing was imported"):
+        importing.add(owner, campaign, again)
+    assert counts() == before
 
 
 @pytest.mark.django_db
