@@ -205,6 +205,11 @@ class Unread:
     prompt_tokens: int  # about: each call reads the story up to its reply (capped at the window), and its rules
     done: int = 0  # imported replies on the line already read
 
+    @property
+    def total(self):
+        """Return how many imported replies the line has, read or not: what progress is counted against."""
+        return self.done + len(self.nodes)
+
 
 def unread(campaign):
     """Return the Unread imported replies on ``campaign``'s current line (the recorder never reads them itself)."""

@@ -40,3 +40,11 @@ async def test_nothing_records_an_imported_history_until_asked_then_each_reply_i
         (node, "applied") for node in unread.nodes}
     after = await sync_to_async(importing.unread)(campaign)
     assert after.nodes == () and after.done == 3
+
+
+def test_the_reading_counts_its_progress_against_every_brought_in_reply(campaign):
+    from django.template.loader import render_to_string
+
+    shown = render_to_string("tavern/_read_story.html", {
+        "campaign": campaign, "started": True, "unread": importing.Unread((7, 8), 400, done=3)})
+    assert "3 of 5 brought-in replies read" in shown
