@@ -19,6 +19,7 @@ the person's choice (``read_into_state``).
 """
 
 import asyncio
+import json
 from dataclasses import dataclass, field
 
 from django.db import transaction
@@ -195,6 +196,20 @@ def existing_names(campaign):
         if entity is not None:
             names += [entity.value, *entity.data.get("aliases", ())]
     return names
+
+
+def existing_books(campaign):
+    """Return ``campaign``'s keyed lorebooks as {plan.entries_hash: title}: a book brought again is not added
+    twice (their texts are World Info JSON this import wrote, so they read back)."""
+    from knowledge.models import Source
+
+    found = {}
+    for text, title in Source.objects.filter(campaign=campaign, keyed=True).values_list("text", "title"):
+        try:
+            found[plans.entries_hash(json.loads(text).get("entries", {}))] = title
+        except (ValueError, AttributeError):
+            continue  # not World Info after all: it cannot be the same book
+    return found
 
 
 @dataclass(frozen=True)

@@ -13,6 +13,8 @@ part that was bad is listed with the file it came from; a file that could
 not be read at all is listed as refused, and nothing of it is used.
 """
 
+import hashlib
+import json
 import re
 from dataclasses import dataclass, field
 from pathlib import PurePath
@@ -21,6 +23,7 @@ from campaigns.models import NODE_CHARS, NOTES_CHARS, OPENING_CHARS
 from campaigns.state.world import lore
 from campaigns.state.reading import key_for
 from campaigns.state.registry import MAX_TEXT
+from knowledge import worldinfo
 
 from . import books, cards, chats
 
@@ -129,9 +132,10 @@ class Plan:
         return [part for part in parts if part]
 
 
-def make(readings, persona="", levels=None, existing=None):
+def make(readings, persona="", levels=None, existing=None, existing_books=None):
     """Return the Plan of ``readings`` (files.Reading) played as ``persona``; ``levels`` {book index: level};
-    ``existing`` the names of the characters of the campaign the files are added to (None: a new campaign)."""
+    ``existing`` the names of the characters of the campaign the files are added to (None: a new campaign),
+    ``existing_books`` its keyed books' {entries_hash: title} (a book it has already is not added again)."""
     plan = Plan(list(readings), persona.strip()[:100])
     taken = {key_for(name) for name in existing or ()}
     book_keys = set()
@@ -142,7 +146,12 @@ def make(readings, persona="", levels=None, existing=None):
         if reading.card is not None:
             _character(plan, reading, taken, book_keys)
         if reading.book is not None and reading.card is None:
-            _book(plan, reading.book, reading.name, book_keys, scope=lore.EVERYONE)
+            title = (existing_books or {}).get(book_hash(reading.book.book))
+            if title is not None:
+                plan.notes.append((reading.name, f"the campaign has this lorebook already (“{title}”), entry for "
+                                                 "entry, so it is not added again"))
+            else:
+                _book(plan, reading.book, reading.name, book_keys, scope=lore.EVERYONE)
         if reading.chat is not None:
             _line(plan, reading)
     _once(plan)
@@ -158,6 +167,17 @@ def make(readings, persona="", levels=None, existing=None):
                                "campaign has its own opening"))
         plan.greetings = []
     return plan
+
+
+def book_hash(book):
+    """Return the hash of World Info ``book``'s entries, whatever the book or its file is called: the same book
+    brought again under another name is still the same book."""
+    return entries_hash(json.loads(worldinfo.dump(book))["entries"])
+
+
+def entries_hash(entries):
+    """Return the hash of a World Info document's ``entries`` (as a keyed lorebook's text holds them)."""
+    return hashlib.sha256(json.dumps(entries, sort_keys=True, ensure_ascii=False).encode()).hexdigest()
 
 
 def _character(plan, reading, taken, book_keys):

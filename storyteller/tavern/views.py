@@ -109,8 +109,10 @@ def _read(request, uploads, target):
     for upload in uploads:
         readings.append(files.read(upload.name, upload.read(), limit))
     levels = {number: request.POST.get(f"level-{number}") for number in range(len(readings) * 2)}
-    existing = importing.existing_names(target) if target is not None else None
-    return plans.make(readings, request.POST.get("persona", ""), levels, existing), ""
+    if target is None:
+        return plans.make(readings, request.POST.get("persona", ""), levels), ""
+    return plans.make(readings, request.POST.get("persona", ""), levels, importing.existing_names(target),
+                      importing.existing_books(target)), ""
 
 
 def _answer(request, *, plan=None, target=None, error=""):

@@ -47,7 +47,8 @@ class Command(BaseCommand):
         limit = settings.STORYTELLER_BUNDLE_MAX_BYTES
         readings = [self._read(path, limit) for path in files]
         plan = plans.make(readings, persona or _persona_name(user), _levels(level),
-                          importing.existing_names(target) if target else None)
+                          importing.existing_names(target) if target else None,
+                          importing.existing_books(target) if target else None)
         if not plan.usable:
             raise CommandError(importing.nothing_imported(plan))
         written = importing.add(user, target, plan) if target else importing.create(user, plan, title=title)

@@ -51,13 +51,20 @@ def test_a_card_with_its_book_and_chat_added_to_a_campaign(owner, campaign):
 
 
 @pytest.mark.django_db
-def test_a_book_added_again_or_another_of_the_same_name_gets_a_key_of_its_own(owner, campaign):
-    book = ("abbey.json", json.dumps(make.world_info()).encode())
-    for _ in range(2):
-        importing.add(owner, campaign, _plan(book, existing=importing.existing_names(campaign)))
+def test_a_book_of_the_same_name_gets_a_key_of_its_own_and_the_same_book_again_is_not_added(owner, campaign):
+    importing.add(owner, campaign, _plan(("abbey.json", json.dumps(make.world_info()).encode())))
+    other = make.world_info()
+    other["entries"]["0"]["content"] = "Another abbey's dragons."
+    importing.add(owner, campaign, _plan(("abbey.json", json.dumps(other).encode())))
     assert sorted(Source.objects.filter(campaign=campaign, keyed=True).values_list("lore_book", flat=True)) == [
         "abbey", "abbey-2"]
     assert LoreEntry.objects.filter(source__campaign=campaign, key__startswith="abbey-2:").count() == 2
+
+    again = plans.make([files.read("copy.json", json.dumps(make.world_info()).encode(), LIMIT)], "Wren",
+                       existing=importing.existing_names(campaign), existing_books=importing.existing_books(campaign))
+    assert again.books == [] and not again.usable
+    assert again.notes[-1] == ("copy.json", "the campaign has this lorebook already (“abbey”), entry for entry, so "
+                                            "it is not added again")
 
 
 @pytest.mark.django_db(transaction=True)
