@@ -27,6 +27,11 @@
   });
   input.addEventListener("change", show);
 
+  // A title is asked for only when the files make a new campaign.
+  const into = document.querySelector("[data-bring-into]");
+  const title = document.querySelector("[data-new-title]");
+  if (into && title) into.addEventListener("change", () => { title.hidden = Boolean(into.value); });
+
   // A refusal (400, or 503 while imports queue) is an answer in words for the preview: show it there.
   document.addEventListener("htmx:beforeSwap", (event) => {
     if (event.detail.target && event.detail.target.id === "bring-preview" && [400, 503].includes(event.detail.xhr.status)) {

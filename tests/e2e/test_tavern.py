@@ -92,8 +92,10 @@ def test_a_card_added_to_a_campaign_joins_its_cast_and_the_export_downloads(app,
     card.write_text(json.dumps(make.v3(name="Tova", first_mes="Hm.")))
     page.set_input_files("#bring-files", [str(card)])
     page.wait_for_selector("[data-preview] >> text=A new campaign: “Tova”")
+    assert page.is_visible("#bring-form [name=title]")
     page.select_option("#bring-form [name=campaign]", label="The Lantern of Greyhollow")
     page.wait_for_selector("[data-preview] >> text=Added to “The Lantern of Greyhollow”")
+    assert not page.is_visible("#bring-form [name=title]"), "no title is asked for an addition"
     assert "greeting(s) are kept with the card" in page.inner_text("[data-preview]")
     page.click("[data-action=import]")
     page.wait_for_url(play_url)
