@@ -65,6 +65,15 @@ def test_adding_to_a_campaign_of_ones_own_writes_it_in_one_go(client_of, campaig
     assert list(CharacterCard.objects.filter(campaign=campaign).values_list("name", flat=True)) == ["Mara", "Edrin"]
 
 
+def test_the_preview_of_a_chat_added_to_a_campaign_says_the_story_moves_to_it(client_of, campaign):
+    response = client_of.post(reverse("bring"), {"files": [_upload("mara.jsonl", make.mara_chat())],
+                                                 "campaign": str(campaign.pk), "action": "preview"},
+                              HTTP_HX_REQUEST="true")
+    text = response.content.decode()
+    assert "— a line of its own from the opening." in text
+    assert "The story moves to this line; the line you were playing stays under Branches &amp; save points." in text
+
+
 def test_another_persons_campaign_is_refused(client_of, outsider):
     from tests.conftest import make_campaign
 
