@@ -346,6 +346,9 @@ def inspector(request, pk, node_pk):
     if not campaign.author_view:
         return campaign_views.author_only(request, campaign, "What the narrator was told")
     report = node.snapshot.report
+    if "budget" not in report:  # a reply brought in from a chat: no narrator here was asked for it
+        return render(request, "storyteller/inspector_imported.html", {
+            "campaign": campaign, "node": node, "imported": report.get("imported") or {}})
     return render(request, "storyteller/inspector.html", {
         "campaign": campaign,
         "node": node,

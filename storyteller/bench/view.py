@@ -21,9 +21,9 @@ from .world import item_chains
 PLACES, CHARACTERS, FACTIONS, ITEMS = 150, 300, 50, 2_000
 KNOWN = 50  # the places the player's character knows, and the ways among them
 # The panels the play page loads (templates/campaigns/_side_panels.html), by their URL names.
-PANELS = ("world_panel", "world_map", "items_panel", "time_panel", "state_panel", "minds_panel", "triggers_panel",
-          "variables_panel", "rolls_panel", "plot_panel", "memory_panel", "knowledge_panel", "note_panel",
-          "voices_panel")
+PANELS = ("world_panel", "world_map", "items_panel", "cast_panel", "time_panel", "state_panel", "minds_panel",
+          "triggers_panel", "variables_panel", "rolls_panel", "plot_panel", "memory_panel", "knowledge_panel",
+          "note_panel", "voices_panel")
 
 
 def run(sizes, repeat):

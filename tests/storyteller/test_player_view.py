@@ -58,8 +58,8 @@ CANARIES = {
     "the game master's reasons": ("canarywhy", ["play", "frames", "inspector", "export"]),
     "what happened off stage": ("canaryoffstage", ["meanwhile"]),
 }
-PANELS = ("world_panel", "world_map", "items_panel", "state_panel", "time_panel", "variables_panel", "rolls_panel",
-          "triggers_panel", "minds_panel", "memory_panel", "plot_panel", "knowledge_panel", "note_panel",
+PANELS = ("world_panel", "world_map", "items_panel", "cast_panel", "state_panel", "time_panel", "variables_panel",
+          "rolls_panel", "triggers_panel", "minds_panel", "memory_panel", "plot_panel", "knowledge_panel", "note_panel",
           "voices_panel")
 
 
