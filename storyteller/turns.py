@@ -302,6 +302,8 @@ async def _play(campaign_id, action, relay, retry, notify, think, *, on_voice=No
         except gm.StepFailed as error:
             raise TurnFailed(f"{error} Nothing was saved.") from error
         messages = played.narration_messages
+        # The steps after the turn continue the narration's prompt, the game master's rules and notes included.
+        prepared.ctx.report["prompt"]["digest"] = context.digest(messages)
     options = llm.ChatOptions(
         num_predict=campaign.max_output_tokens,
         num_ctx=campaign.context_token_budget,

@@ -25,7 +25,7 @@ from campaigns.state.time import rulebook, triggers
 
 from .. import llm
 from ..llm import failures, priority
-from . import Step
+from . import Step, prompts
 
 logger = logging.getLogger(__name__)
 
@@ -86,7 +86,8 @@ def _prepare(node_id):
     state = story_state.state_for_events(path, campaign, [])
     questions = triggers.questions(rulebook.triggers_of(state))[:MAX_QUESTIONS]
     player = path.nodes().filter(depth=node.depth - 1).first()
-    messages = [{"role": "system", "content": RULES}, {"role": "user", "content": _prompt(questions, player, node)}]
+    # With nothing to judge no model is asked, so the narration's prompt is not read either.
+    messages = prompts.continuing(prompts.narration_of(node), RULES, _prompt(questions, player, node)) if questions else []
     options = llm.ChatOptions(num_predict=MAX_TOKENS, num_ctx=campaign.context_token_budget, temperature=0.0)
     return _Job(node, campaign.narrator_model, messages, options, questions)
 

@@ -38,16 +38,22 @@ logger = logging.getLogger(__name__)
 # conditions right after it (a condition is judged on the recorded state);
 # the checkpoint last, so the next turn finds its summary already written
 # (and the memory step's blocks are not waiting behind a long summary).
+# Ordered for a server with one prompt cache too (issue 27): every step that
+# continues the narration's prompt (recorder, judge, minds, memories) runs
+# before those with prompts of their own (off stage, consolidation, the
+# summary), so these cost the next narration its cache only on the turns they
+# run, and the summary's only where the next prompt changes anyway (a new
+# checkpoint).
 STEPS = [
     recorder.STEP,
     judge.STEP,
     # The recorder's second call (D11): what the characters perceived, then the recall index.
     minds.STEP,
+    memories.STEP,
     # Off stage (seed 002 离场行动): characters away from the player act on what is due, one at a time, and the
     # "Meanwhile" card is written; then the world author completes what it created (consolidation), when due.
     away.STEP,
     consolidation.STEP,
-    memories.STEP,
     compaction.STEP,
 ]
 
