@@ -30,6 +30,8 @@ from .measure import ACTIONS, REPLIES, bench_user, figure
 TURNS = 200
 GM_TURNS = 40
 FROM_TURN = 5  # the first turns read a cold cache
+# A new campaign's budget (min(window, 8192)); the checkpoint group's prefix-reuse row uses 4,096.
+BUDGET = 8192
 RATIO_TARGET = 1.3
 REUSE_TARGET = 0.9
 
@@ -84,7 +86,7 @@ def _play(layout, turns, *, game_master):
     from campaigns import worldfile
     from storyteller.llm.fake_server import FakeModelServer
 
-    campaign, _ = worldfile.create_campaign(bench_user(), WORLD, game_master=game_master, context_token_budget=4096,
+    campaign, _ = worldfile.create_campaign(bench_user(), WORLD, game_master=game_master, context_token_budget=BUDGET,
                                             max_output_tokens=300, title=f"Model work ({layout})")
     played = []
     with FakeModelServer(stubs=_Answers()) as server:

@@ -74,7 +74,7 @@ async def judge(node_id):
     return JudgeRun.Status.APPLIED
 
 
-STEP = Step(judge, "Judging the world's triggers…", "Judge step", JudgeRun)
+STEP = Step(judge, "Judging the world's triggers…", "Judge step", JudgeRun, kind="judge")
 
 
 def _prepare(node_id):

@@ -105,7 +105,7 @@ async def remember(node_id):
     return status
 
 
-STEP = Step(remember, "Writing memories…", "Memory step", MemoryRun)
+STEP = Step(remember, "Writing memories…", "Memory step", MemoryRun, kind="memory")
 
 
 async def embed_missing(campaign):

@@ -157,7 +157,7 @@ async def record(node_id):
     return status
 
 
-STEP = Step(record, "Recording what the characters perceived…", "Minds step", MindsRun)
+STEP = Step(record, "Recording what the characters perceived…", "Minds step", MindsRun, kind="minds")
 
 
 async def _record(job, narrator):

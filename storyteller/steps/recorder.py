@@ -151,7 +151,7 @@ async def record(node_id):
     return RecorderRun.Status.APPLIED
 
 
-STEP = Step(record, "Recording what the reply changed…", "Recording", RecorderRun)
+STEP = Step(record, "Recording what the reply changed…", "Recording", RecorderRun, kind="recorder")
 
 
 def _apply(job, events, model):

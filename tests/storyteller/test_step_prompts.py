@@ -163,3 +163,44 @@ async def test_a_game_masters_narration_is_read_back_with_its_rules_and_notes(ow
     read = await sync_to_async(prompts.narration_of)(node)
     assert read is not None and json.dumps(read.messages) == json.dumps(told["messages"])
     assert read.reply == {"role": "assistant", "content": "The kitchen falls quiet."}, "the narration, as history has it"
+
+
+@pytest.fixture
+async def one_cache(settings):
+    """A fake Ollama with one prompt cache: its prompt_eval_count is what such a server reads of each prompt."""
+    from storyteller.llm.fake_server import FakeModelServer
+    from storyteller.steps import postturn
+
+    with FakeModelServer(cache_slots=1) as server:
+        settings.STORYTELLER_LLM_URL = server.url
+        settings.STORYTELLER_LLM_URL_CONFIGURED = True
+        settings.STORYTELLER_LLM_API = "ollama"
+        yield server
+        await postturn.settle()
+
+
+async def test_the_inspector_shows_each_request_of_a_reply_and_what_the_server_read(campaign, owner, one_cache):
+    from django.test import Client
+    from django.urls import reverse
+
+    from campaigns.models import ModelRequest
+
+    one_cache.script("Mara waits in the Crooked Lantern Tavern.")
+    one_cache.script_json(WORLD)
+    result = await play(campaign, "enter the tavern")
+    rows = [row async for row in ModelRequest.objects.filter(node_id=result.node_id)]
+    assert [row.kind for row in rows] == ["recorder", "minds"]
+    [recording] = recordings(one_cache)
+    instruction = recording["messages"][-1]["content"]
+    for row in rows:
+        assert row.shared_messages == len(recording["messages"]) - 1, "every message but the step's own"
+        assert 0 < row.new_tokens < row.prompt_tokens
+        assert row.source.startswith("Ollama's prompt_eval_count")
+    # The fake counts words: with one cache the recorder read its instruction and little else.
+    assert len(instruction.split()) <= rows[0].server_read <= len(instruction.split()) + 20
+    client = Client()
+    await sync_to_async(client.force_login)(owner)
+    page = (await sync_to_async(client.get)(reverse("inspector", args=[campaign.pk, result.node_id]))).content.decode()
+    table = page[page.index('id="model-request-table"'):page.index("</table>", page.index('id="model-request-table"'))]
+    assert 'data-request="narration"' in table and 'data-request="recorder"' in table
+    assert f"<td data-read>{rows[0].server_read}</td>" in table and f"<td data-new>{rows[0].new_tokens}</td>" in table
