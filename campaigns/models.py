@@ -630,6 +630,7 @@ class ModelRequest(models.Model):
                                               help_text="What the server says it read (not found in its cache).")
     written = models.PositiveIntegerField(null=True, blank=True, help_text="The answer's tokens, by the server.")
     source = models.CharField(max_length=200, blank=True, help_text="Where the server's figures come from.")
+    asked = models.TextField(blank=True, help_text="The messages after the narration's and the reply: the step's own.")
 
     class Meta:
         ordering = ["node", "number"]

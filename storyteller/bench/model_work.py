@@ -1,16 +1,18 @@
 """``model-work``: every request a turn makes of the model server, and what servers with prompt caches read (issue 27).
 
-Plays a story through the real pipeline (``turns.play_turn``, then every
-post-turn step) against the fake server, once with each layout of the
-steps' requests (their own prompts, as before issue 27, and continuing the
-narration's), and then a game master's story with three characters. Every
-chat request and its answer, in the order the server received them, is then
-served again by ``llm.caching.Slots``: one prompt cache, four (llama.cpp's
-choice of slot), and one per kind of request. Per turn it reports the
-requests by kind, the characters and tokens sent (cl100k, messages laid out
-as a chat template lays them), the turn's own new tokens (the player's input
-with the tail around it, the reply, each step's instructions beyond the
-narration's prompt, each answer) and what each server reads.
+Plays stories through the real pipeline (``turns.play_turn``, then every
+post-turn step) against the fake server: the checkpoint group's prefix-reuse
+story with each layout of the steps' requests (their own prompts, as before
+issue 27, and continuing the narration's), the same layout in a world with
+three characters about the player (a longer dynamic tail: the state's lines),
+and a game master's story with those three. Every chat request and its
+answer, in the order the server received them, is then served again by
+``llm.caching.Slots``: one prompt cache, four (llama.cpp's choice of slot),
+and one per kind of request. Per turn it reports the requests by kind, the
+characters and tokens sent (cl100k, messages laid out as a chat template lays
+them), the turn's own new tokens (the player's input with the tail around it,
+the reply, each step's instructions beyond the narration's prompt, each
+answer) and what each server reads.
 
 A turn's "evaluated" tokens are the prompt tokens a server reads plus the
 tokens written (the reply and the answers): what a model spends on the turn.
@@ -30,8 +32,10 @@ from .measure import ACTIONS, REPLIES, bench_user, figure
 TURNS = 200
 GM_TURNS = 40
 FROM_TURN = 5  # the first turns read a cold cache
-# A new campaign's budget (min(window, 8192)); the checkpoint group's prefix-reuse row uses 4,096.
+# A new campaign's budget (min(window, 8192)) for the story in a world; the prefix-reuse story's is 4,096, as the
+# checkpoint group's row has it.
 BUDGET = 8192
+PLAIN_BUDGET = 4096
 RATIO_TARGET = 1.3
 REUSE_TARGET = 0.9
 
@@ -52,11 +56,13 @@ WORLD = {
 
 
 def run(sizes, repeat):
-    """Play the story with each layout of the steps' requests, and a game master's; return the figures."""
+    """Play the prefix-reuse story with each layout of the steps' requests, a story in a world with three
+    characters about, and a game master's with those three; return the figures."""
     rows = []
     for layout in ("own", "narration"):
-        rows += _figures(f"model work, {layout}", _play(layout, TURNS, game_master=False), game_master=False)
-    rows += _figures("model work, GM", _play("narration", GM_TURNS, game_master=True), game_master=True)
+        rows += _figures(f"model work, {layout}", _play(layout, TURNS), game_master=False)
+    rows += _figures("model work, world", _play("narration", TURNS, world=True), game_master=False)
+    rows += _figures("model work, GM", _play("narration", GM_TURNS, world=True, game_master=True), game_master=True)
     return rows
 
 
@@ -79,15 +85,24 @@ class _Answers:
         return vector_for(text)
 
 
-def _play(layout, turns, *, game_master):
-    """Play ``turns`` turns with the steps' ``layout``; return (per-turn exchanges, per-turn snapshot facts)."""
+def _play(layout, turns, *, world=False, game_master=False):
+    """Play ``turns`` turns with the steps' ``layout``; return, per turn, its exchanges, its snapshot's facts and its
+    time. The story is the checkpoint group's prefix-reuse story (no world, a 4,096-token window) or, with
+    ``world``, one in the Kitchen with three characters about (a new campaign's 8,192-token window)."""
     from asgiref.sync import async_to_sync
 
-    from campaigns import worldfile
+    from campaigns import story, worldfile
+    from campaigns.models import Campaign
     from storyteller.llm.fake_server import FakeModelServer
 
-    campaign, _ = worldfile.create_campaign(bench_user(), WORLD, game_master=game_master, context_token_budget=BUDGET,
-                                            max_output_tokens=300, title=f"Model work ({layout})")
+    if world:
+        campaign, _ = worldfile.create_campaign(bench_user(), WORLD, game_master=game_master,
+                                                context_token_budget=BUDGET, max_output_tokens=300,
+                                                title=f"Model work ({layout})")
+    else:
+        campaign = story.start_campaign(Campaign.objects.create(
+            owner=bench_user(), title=f"Model work ({layout})", protagonist="Edrin", opening=REPLIES[0],
+            context_token_budget=PLAIN_BUDGET, max_output_tokens=300))
     played = []
     with FakeModelServer(stubs=_Answers()) as server:
         overrides = {"STORYTELLER_LLM_URL": server.url, "STORYTELLER_LLM_URL_CONFIGURED": True,

@@ -14,6 +14,7 @@ import contextvars
 from dataclasses import dataclass
 
 _collected = contextvars.ContextVar("storyteller_usage", default=None)
+_kind = contextvars.ContextVar("storyteller_usage_kind", default="")
 
 
 @dataclass(frozen=True)
@@ -21,6 +22,7 @@ class Used:
     """One request as it was sent, and what the server reported of it (None: it did not say)."""
 
     messages: list
+    kind: str = ""  # who asked (``asking``): a post-turn step, a game master's step, a character…
     prompt: int | None = None  # the prompt's tokens, by the server's count
     read: int | None = None  # of them, those it read (not found in its prompt cache)
     written: int | None = None
@@ -38,8 +40,18 @@ def collecting():
         _collected.reset(token)
 
 
+@contextlib.contextmanager
+def asking(kind):
+    """Name the requests noted inside the block as ``kind``'s."""
+    token = _kind.set(kind)
+    try:
+        yield
+    finally:
+        _kind.reset(token)
+
+
 def note(messages, *, prompt=None, read=None, written=None, source=""):
     """Keep one request's figures for the collection in progress, if there is one."""
     found = _collected.get()
     if found is not None:
-        found.append(Used(list(messages), prompt, read, written, source))
+        found.append(Used(list(messages), _kind.get(), prompt, read, written, source))

@@ -27,8 +27,6 @@ from dataclasses import dataclass
 from campaigns import lineage
 from campaigns.models import Node, RecorderRun
 
-from channels.db import database_sync_to_async
-
 from .. import llm
 from ..llm import priority, usage
 from . import Step, away, compaction, consolidation, judge, memories, minds, recorder, requests
@@ -98,15 +96,12 @@ async def run(node_id, *, campaign_id=None):
         if campaign_id is not None:
             _running[campaign_id] = step
         try:
-            with priority.background(f"the {step.name.lower()}"), usage.collecting() as used:
+            with priority.background(f"the {step.name.lower()}"), usage.collecting() as used, \
+                    usage.asking(step.kind):
                 await step.run(node_id)
         except Exception:  # noqa: BLE001 — a step records its own failure; this only keeps the next step alive
             logger.exception("post-turn step %s failed for node %s", step.run.__qualname__, node_id)
-        if used:
-            try:
-                await database_sync_to_async(requests.record)(node_id, step.kind, used)
-            except Exception:  # noqa: BLE001 — a figure for the inspector is never worth a step
-                logger.exception("keeping the %s requests' figures failed for node %s", step.kind, node_id)
+        await requests.arecord(node_id, used)
 
 
 async def settle(campaign_id=None):

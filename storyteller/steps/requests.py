@@ -7,16 +7,32 @@ after the narration, ``llm.caching.shared``), and what the server reported
 reading. Derived figures: a failure to keep them costs the step nothing.
 """
 
+import logging
+
+from channels.db import database_sync_to_async
+
 from campaigns.models import ModelRequest, Node
 
 from .. import tokens
 from ..llm import caching
 from . import prompts
 
+logger = logging.getLogger(__name__)
 
-def record(node_id, kind, used):
-    """Keep one ModelRequest row per request in ``used`` (``llm.usage.Used``) that ``kind``'s step made for reply
-    ``node_id``, numbered after those already kept."""
+
+async def arecord(node_id, used):
+    """See record(); a failure is logged, never raised: a figure for the inspector is never worth a step or a turn."""
+    if not used:
+        return
+    try:
+        await database_sync_to_async(record)(node_id, used)
+    except Exception:  # noqa: BLE001
+        logger.exception("keeping the model requests' figures failed for node %s", node_id)
+
+
+def record(node_id, used):
+    """Keep one ModelRequest row per request in ``used`` (``llm.usage.Used``) made for reply ``node_id``,
+    numbered after those already kept."""
     node = Node.objects.filter(pk=node_id).first()
     if node is None:
         return
@@ -26,9 +42,10 @@ def record(node_id, kind, used):
     rows = []
     for each in used:
         number += 1
+        leading = _leading(narration, each.messages)
         rows.append(ModelRequest(
-            node=node, number=number, kind=kind, messages=len(each.messages),
-            shared_messages=_leading(narration, each.messages),
+            node=node, number=number, kind=each.kind or "request", messages=len(each.messages), shared_messages=leading,
+            asked="\n\n".join(f"[{m['role']}] {m.get('content') or ''}" for m in each.messages[leading:]),
             prompt_tokens=caching.prompt_tokens(each.messages, tokens.count),
             shared_tokens=caching.shared(held, each.messages, tokens.count) if held else 0,
             server_prompt=each.prompt, server_read=each.read, written=each.written, source=each.source[:200]))

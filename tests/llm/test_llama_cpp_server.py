@@ -192,3 +192,71 @@ def test_the_suites_server_runs_with_ggml_extra_buffer_types_off(llama_cpp_serve
     # them off before the server loads its model.
     llama_cpp_server.check_running()
     assert "storyteller: ggml's extra buffer types off" in llama_cpp_server.output()
+
+
+# What llama-cpp-python's one Llama prints for every prompt it reads (its one cache: the last prompt and answer), and
+# for every request it served: the prompt tokens it evaluated and the tokens it wrote.
+PREFIX_MATCH = re.compile(r"Llama\.generate: (\d+) prefix-match hit, remaining (\d+) prompt tokens to eval")
+PROMPT_EVAL = re.compile(r"prompt eval time =\s+[\d.]+ ms /\s+(\d+) tokens.*\n.*eval time =\s+[\d.]+ ms /\s+(\d+) runs")
+RATIO_GATE = 1.3  # the gate the bench holds the same layout to (docs/performance.md, "Model work per turn")
+
+
+def served(log):
+    """Return (prefix matched, prompt tokens evaluated, tokens written) of each request in ``log``, in order.
+
+    A request to a server whose cache is empty (its very first) prints no
+    prefix match: it matched nothing.
+    """
+    found, start = [], 0
+    for match in PROMPT_EVAL.finditer(log):
+        hits = PREFIX_MATCH.findall(log[start:match.start()])
+        if hits:
+            assert int(hits[-1][1]) == int(match.group(1)), "the remaining tokens are the ones evaluated"
+        found.append((int(hits[-1][0]) if hits else 0, int(match.group(1)), int(match.group(2))))
+        start = match.end()
+    return found
+
+
+async def test_five_turns_on_one_cache_read_little_more_than_what_each_turn_adds(real_narrator, story, monkeypatch):
+    """Five turns (narration, recording, minds) on the real server's one cache: what it evaluated per turn, read
+    from its own log, against the turn's new tokens by its own tokenizer (the player's input with the tail, the
+    reply, the steps' instructions and their answers)."""
+    import httpx
+
+    from campaigns.models import ModelRequest
+    from storyteller.steps import minds, prompts
+
+    # Short answers keep five turns within minutes on two busy cores; the layout, not the length, is tested here.
+    monkeypatch.setattr(recorder, "MAX_TOKENS", 200)
+    monkeypatch.setattr(minds, "MAX_TOKENS", 200)
+
+    def count(text):
+        answer = httpx.post(f"{real_narrator.url}/extras/tokenize/count", json={"input": text}, timeout=30)
+        return answer.json()["count"]
+
+    figures = []
+    actions = ("I knock on the abbey gate.", "I ask the monk about the silver key.", "I follow him inside.",
+               "I look for the library.", "I ask where the key is kept.")
+    for action in actions:
+        before = len(real_narrator.output())
+        result = await play(story, action, lambda _: None)
+        requests = served(real_narrator.output()[before:])
+        node = await Node.objects.aget(pk=result.node_id)
+        narration = await sync_to_async(prompts.narration_of)(node)
+        assert narration is not None, "the narration's prompt reads back from its snapshot"
+        rows = [row async for row in ModelRequest.objects.filter(node=node)]
+        assert "recorder" in {row.kind for row in rows}
+        assert len(requests) == 1 + len(rows), "the narration, then each step's request"
+        # Each step found the narration's prompt and the reply it wrote in the cache (but for the reply's last few
+        # tokens, where its text may read back otherwise than it was written), and read only what it added.
+        held = sum(requests[0])
+        for row, (hit, _, _) in zip(rows, requests[1:]):
+            assert row.shared_messages == len(narration.messages) + 1 and hit >= held - 5, (row.kind, hit, held)
+        reply = count(node.text)
+        new = (sum(count(m["content"]) for m in narration.messages[narration.tail_start:]) + reply
+               + sum(count(row.asked) + (row.written or 0) for row in rows))
+        evaluated = sum(read + written for _, read, written in requests)
+        figures.append({"evaluated": evaluated, "new": new, "requests": requests})
+    ratios = [turn["evaluated"] / turn["new"] for turn in figures[1:]]  # the first turn's narration met a cold cache
+    print("evaluated / new per turn:", [f"{r:.2f}" for r in ratios], figures)
+    assert max(ratios) <= RATIO_GATE * 1.1, figures
