@@ -170,6 +170,7 @@ def _turns(played):
     figures, checkpoint = [], None
     for number, (exchanges, facts, seconds) in enumerate(played, 1):
         kinds, read, narration, reuse = {}, dict.fromkeys(servers, 0), None, {}
+        by_kind = {name: {} for name in servers}  # what each kind of request made each server read
         sent_chars = sent_tokens = new = written = 0
         for body, answer in exchanges:
             messages, kind = body["messages"], kind_of(body)
@@ -187,12 +188,13 @@ def _turns(played):
             for name, slots in servers.items():
                 served = slots.serve(kind, messages, answer, _count)
                 read[name] += served.read
+                by_kind[name][kind] = by_kind[name].get(kind, 0) + served.read
                 if kind == "narration" and name not in reuse:
                     reuse[name] = served.reused / served.prompt
         rotation = "summary" in kinds or (number > 1 and facts["checkpoint"] != checkpoint)
         checkpoint = facts["checkpoint"]
         figures.append({"turn": number, "kinds": kinds, "chars": sent_chars, "tokens": sent_tokens, "new": new,
-                        "written": written, "read": read, "reuse": reuse, "rotation": rotation, "seconds": seconds})
+                        "written": written, "read": read, "read_by_kind": by_kind, "reuse": reuse, "rotation": rotation, "seconds": seconds})
     return figures
 
 
@@ -229,6 +231,8 @@ def _figures(name, played, *, game_master):
             note += f"; {len(rotated)} rotations apart: median {statistics.median(rotated):.2f}"
         if narrator:
             note += f"; the narrator's prompt reused: median {statistics.median(narrator):.1%}"
+        note += "; read by kind: " + ", ".join(
+            f"{kind} {mean([t['read_by_kind'][server].get(kind, 0) for t in plain]):,.0f}" for kind in kinds)
         if server == "one slot" and not game_master:
             note += f" (targets: ratio <= {RATIO_TARGET}, reuse >= {REUSE_TARGET:.0%})"
         row = figure(f"  {server}", size, seconds, note)

@@ -16,7 +16,7 @@ from django.urls import reverse
 from campaigns import lineage
 from campaigns.models import ConsolidationRun, Node, OffstageRun, RecorderRun
 from memory.models import Memory, MemoryRun
-from storyteller.llm.fake_server import FakeModelServer
+from tests.fake_ollama import serving
 from storyteller.steps import judge, postturn
 from tests.campaigns.test_lineage import act, texts
 from tests.memory.conftest import play_to
@@ -222,12 +222,8 @@ def test_worker_views_are_404_for_another_user_and_need_a_sign_in(client, campai
 @pytest.fixture
 async def one_slot_server(settings):
     """A model server that answers one chat request at a time (Ollama's OLLAMA_NUM_PARALLEL=1, llama.cpp -np 1)."""
-    with FakeModelServer(slots=1) as server:
-        settings.STORYTELLER_LLM_URL = server.url
-        settings.STORYTELLER_LLM_URL_CONFIGURED = True
-        settings.STORYTELLER_LLM_API = "ollama"
+    async with serving(settings, slots=1) as server:
         yield server
-        await postturn.settle()
 
 
 def recorder_calls(server):

@@ -168,15 +168,10 @@ async def test_a_game_masters_narration_is_read_back_with_its_rules_and_notes(ow
 @pytest.fixture
 async def one_cache(settings):
     """A fake Ollama with one prompt cache: its prompt_eval_count is what such a server reads of each prompt."""
-    from storyteller.llm.fake_server import FakeModelServer
-    from storyteller.steps import postturn
+    from tests.fake_ollama import serving
 
-    with FakeModelServer(cache_slots=1) as server:
-        settings.STORYTELLER_LLM_URL = server.url
-        settings.STORYTELLER_LLM_URL_CONFIGURED = True
-        settings.STORYTELLER_LLM_API = "ollama"
+    async with serving(settings, cache_slots=1) as server:
         yield server
-        await postturn.settle()
 
 
 async def test_the_inspector_shows_each_request_of_a_reply_and_what_the_server_read(campaign, owner, one_cache):
