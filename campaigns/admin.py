@@ -1,7 +1,8 @@
 from django import forms
 from django.contrib import admin, messages
+from django.forms.fields import InvalidJSONInput
 
-from . import state
+from . import state, uploads
 from .models import (BeliefRecord, Branch, Campaign, CanonRule, ConsolidationRun, ContextSnapshot, EventRecord,
                      ExitRecord, ItemRecord, JudgeRun, Node, OffstageRun, PerceptionRecord, PlaceRecord, RecorderRun,
                      RollRecord, Round, SavePoint, StateEvent, StateRecord, TimeRecord, TriggerRecord, VariableRecord)
@@ -76,6 +77,30 @@ class SavePointAdmin(admin.ModelAdmin):
     search_fields = ["name"]
 
 
+class BoundedJSONField(forms.JSONField):
+    """JSON typed into the admin, read by the bounded reader imports use (deep nesting or a number of thousands
+    of digits is refused in words, not a server error)."""
+
+    def to_python(self, value):
+        if self.disabled or value in self.empty_values or not isinstance(value, str):
+            return super().to_python(value)
+        if len(value.encode()) > uploads.FIELD.max_bytes:
+            raise forms.ValidationError(f"At most {uploads.FIELD.max_bytes:,} bytes of JSON fit here.")
+        try:
+            return uploads.parse(value, uploads.FIELD, "The data")
+        except uploads.UploadRefused as refusal:
+            raise forms.ValidationError(str(refusal)) from None
+
+    def bound_data(self, data, initial):
+        """Show refused JSON back as it was typed, without reading it again unbounded."""
+        if self.disabled or data is None:
+            return super().bound_data(data, initial)
+        try:
+            return self.to_python(data)
+        except forms.ValidationError:
+            return InvalidJSONInput(data)
+
+
 class CorrectionAdminForm(forms.ModelForm):
     """A correction made in the admin: the same typed event, validated, as the state panel's."""
 
@@ -86,7 +111,7 @@ class CorrectionAdminForm(forms.ModelForm):
     value = forms.CharField(required=False, max_length=MAX_TEXT, help_text="The fact, description or text.")
     aliases = forms.CharField(required=False, max_length=MAX_TEXT, help_text="For an entity: comma separated.")
     narrator_only = forms.BooleanField(required=False)
-    data = forms.JSONField(required=False, help_text='The fields of the event type (docs/events.md), e.g. '
+    data = BoundedJSONField(required=False, help_text='The fields of the event type (docs/events.md), e.g. '
                                                      '{"ignore_exits": true} or {"ops": [{"op": "take", "item": '
                                                      '"iron key"}]}.')
 

@@ -6,8 +6,12 @@ of knowledge, embedding it) froze every other person's play until it ended.
 Imports of campaign bundles and knowledge files, rebuilding a knowledge
 index, and exporting a bundle (seconds for a long story) run here instead:
 one at a time on one worker thread, with its own database connection,
-closed after each. SQLite's write lock is taken only for each import's one
-short write transaction, so turns commit between.
+closed after each. SQLite's write lock is taken only in short transactions
+(``campaigns.staging``), so turns commit between.
+
+A large import is checked while the person waits, then written in the
+background (``start``): the person is shown its ``Progress`` (a page that
+asks every second) and the campaign once it is whole.
 
 A handful may wait their turn; past that the next is refused in words
 rather than queued behind minutes of work.
@@ -15,9 +19,17 @@ rather than queued behind minutes of work.
 
 import asyncio
 import functools
+import logging
+import secrets
+import threading
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
 
 from django.db import connections
+
+from campaigns import staging
+
+logger = logging.getLogger(__name__)
 
 MAX_WAITING = 4
 BUSY = (f"{MAX_WAITING} imports or exports are already running or waiting, so nothing was done; "
@@ -25,6 +37,7 @@ BUSY = (f"{MAX_WAITING} imports or exports are already running or waiting, so no
 
 _worker = ThreadPoolExecutor(max_workers=1, thread_name_prefix="storyteller-import")
 _pending = 0
+_counting = threading.Lock()  # the event loop and the import thread both count
 
 
 def full():
@@ -34,12 +47,78 @@ def full():
 
 async def run(function, *args):
     """Run ``function(*args)`` on the import thread; return what it returns, raise what it raises."""
-    global _pending
-    _pending += 1
+    _count(1)
     try:
         return await asyncio.get_running_loop().run_in_executor(_worker, functools.partial(_call, function, *args))
     finally:
-        _pending -= 1
+        _count(-1)
+
+
+def _count(change):
+    global _pending
+    with _counting:
+        _pending += change
+
+
+@dataclass
+class Progress:
+    """How far a background write has come, for its owner's progress page."""
+
+    owner: int
+    what: str  # what is written, in words: "the world of “Greyhollow”"
+    total: int
+    done: int = 0
+    campaign: int | None = None  # set once the campaign is whole
+    error: str = ""
+    finished: threading.Event = field(default_factory=threading.Event)
+
+    def add(self, rows):
+        self.done = min(self.total, self.done + rows)
+
+    @property
+    def counted(self):
+        """Return "1,050 of 72,026", how far it has come in words."""
+        return f"{self.done:,} of {self.total:,}"
+
+    @property
+    def percent(self):
+        return 100 if not self.total else int(100 * self.done / self.total)
+
+
+# The progress pages of this process's imports: those still writing, and the newest fifty finished.
+_progress: dict[str, Progress] = {}
+PROGRESS_KEPT = 50
+
+
+def start(owner, what, total, write):
+    """Queue ``write(progress.add)`` (it returns the campaign it made) on the import thread; return the token of
+    its progress page. Call from the import thread (a check that just passed) or with ``full()`` checked."""
+    token = secrets.token_urlsafe(16)
+    progress = Progress(owner.pk, what, total)
+    _progress[token] = progress
+    for old in [key for key, kept in _progress.items() if kept.finished.is_set()][:-PROGRESS_KEPT]:
+        _progress.pop(old, None)
+    _count(1)
+
+    def job():
+        try:
+            staging.sweep()  # what an import a restart cut short left staged
+            progress.campaign = write(progress.add).pk
+        except Exception as error:  # written out in words on the page; the log has the traceback
+            logger.exception("An import failed while it was written")
+            progress.error = str(error)[:500] or type(error).__name__
+        finally:
+            _count(-1)
+            progress.finished.set()
+
+    _worker.submit(_call, job)
+    return token
+
+
+def progress_of(token, user):
+    """Return the Progress behind ``token`` if it is ``user``'s, else None."""
+    progress = _progress.get(token)
+    return progress if progress is not None and progress.owner == user.pk else None
 
 
 def _call(function, *args):

@@ -75,6 +75,13 @@ class Persona(models.Model):
         return self.name
 
 
+class WholeCampaigns(models.Manager):
+    """Every campaign but those an import is still writing: what pages, sockets and commands see."""
+
+    def get_queryset(self):
+        return super().get_queryset().filter(staged=False)
+
+
 class Campaign(models.Model):
     class PointOfView(models.TextChoices):
         SECOND = "second", "Second person (you)"
@@ -215,8 +222,16 @@ class Campaign(models.Model):
     head_branch = models.ForeignKey("Branch", null=True, blank=True, on_delete=models.RESTRICT, related_name="+")
     head_depth = models.PositiveIntegerField(default=0)
 
+    # An import writes a large campaign in short transactions (``campaigns.staging``); until the last one it is
+    # staged, and no page, socket, list or command sees it.
+    staged = models.BooleanField(default=False, editable=False)
+
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
+
+    objects = WholeCampaigns()
+    # Every row, staged ones included: the importer's own, and the sweep of imports that died halfway.
+    every = models.Manager()
 
     class Meta:
         ordering = ["-updated_at"]

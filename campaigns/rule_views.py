@@ -8,14 +8,13 @@ same transaction): validated like anything the recorder proposes, refused
 with its reason, and kept with who made it.
 """
 
-import json
 import zoneinfo
 
 from django.contrib.auth.decorators import login_required
 from django.shortcuts import render
 from django.views.decorators.http import require_GET, require_POST
 
-from . import lineage, storytime
+from . import lineage, storytime, uploads
 from .forms import CorrectionForm
 from .models import StateEvent
 from .state import PROTAGONIST, state_at
@@ -158,21 +157,21 @@ triggers_panel = _panel_view("triggers")
 
 
 class RuleCorrectionForm(CorrectionForm):
-    """A correction from a rules panel: ``data`` fields of kind json are posted as JSON text, names comma separated."""
+    """A correction from a rules panel: ``data`` fields of kind json are posted as JSON text (read by the bounded
+    reader imports use), names comma separated (split by ``CorrectionForm``)."""
 
     def payload(self, posted):
         event = super().payload(posted)
         fields = TYPES[event["type"]].fields
         for name, value in list(event["data"].items()):
-            kind = fields[name].kind
-            if kind == "json":
+            if fields[name].kind == "json":
+                if len(value.encode()) > uploads.FIELD.max_bytes:
+                    raise ValueError(f"{name} is {len(value.encode()):,} bytes of JSON; a rule may be at most "
+                                     f"{uploads.FIELD.max_bytes:,}")
                 try:
-                    event["data"][name] = json.loads(value)
-                except json.JSONDecodeError as error:
-                    raise ValueError(f"{name} is not valid JSON ({error.msg} at line {error.lineno}, column "
-                                     f"{error.colno}); correct it and send again") from None
-            elif kind == "names":
-                event["data"][name] = [part.strip() for part in value.split(",") if part.strip()]
+                    event["data"][name] = uploads.parse(value, uploads.FIELD, name)
+                except uploads.UploadRefused as refusal:
+                    raise ValueError(f"{str(refusal).rstrip('.')}; correct it and send again") from None
         return event
 
 

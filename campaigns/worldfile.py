@@ -8,31 +8,34 @@ the calendar, routines, engagements, intents, variables, dice checks and
 triggers), and lore, which is checked for shape and stored as it is for the
 part of the engine that reads it. docs/world-files.md is the format.
 
-``build`` turns a document into typed events — the same events the recorder
-and a person's corrections use — so a world means exactly what those events
-mean; ``check`` validates them in order on the new campaign's empty state and
-lints the result; ``create_campaign`` refuses a file with any problem (every
-reason at once, nothing stored) and otherwise writes the campaign, its
-opening and its world in one transaction, at the opening node (depth 0), so
-the world belongs to every line of the story. ``export`` writes a state back
-as a world file.
+``read`` reads the bytes through the bounded reader bundles use
+(``uploads``). ``build`` turns a document into typed events — the same
+events the recorder and a person's corrections use — so a world means
+exactly what those events mean; ``check`` validates them in order on the new
+campaign's empty state and lints the result; ``prepare`` refuses a file with
+any problem (every reason at once, nothing stored), and ``Prepared.write``
+writes the campaign, its opening and its world at the opening node (depth
+0), so the world belongs to every line of the story: staged, in short
+transactions (``staging``), published once whole. ``create_campaign`` is the
+two. ``export`` writes a state back as a world file.
 """
 
 import copy
 import io
-import json
-import zipfile
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import datetime, timezone
 from pathlib import PurePosixPath
 
-from django.db import transaction
+from django.core.exceptions import ValidationError
 
-from . import lineage, story
+from storyteller import tokens
+
+from . import lineage, staging, story, uploads
 from .models import Campaign, CanonRule, Node, StateEvent
 from .state import validate_batch
+from .state.events import store
 from .state.reading import PROTAGONIST, Canon, State, _add_protagonist, key_for, normalize, protagonist_name
-from .state.registry import MAX_NAME, MAX_TEXT, clean
+from .state.registry import MAX_ALIASES, MAX_NAME, MAX_TEXT, clean
 from .state.time import calendar as story_calendar
 from .state.time import clock, rulebook
 from .state.time.rules import Refused
@@ -42,8 +45,27 @@ FORMAT = "storyteller-world"
 VERSION = 1
 
 # A world of a thousand places, four thousand exits and two thousand items is
-# about 1.5 MiB of JSON; this bounds what an import reads, zipped or not.
+# about 1.5 MiB of JSON; this bounds what an import reads, zipped or inflated.
 MAX_BYTES = 10 * 1024 * 1024
+# The files of one world zip (a world.json and a file per character is the largest layout docs/world-files.md
+# shows); a zip of 60,000 members cost 109 s of CPU before it was refused (issue 22).
+MAX_FILES = 1_000
+# The deepest a world file nests: a trigger's condition (four all/any/not deep) inside its section.
+MAX_DEPTH = 24
+LIMITS = uploads.Limits("world file", MAX_BYTES, max_members=MAX_FILES, max_depth=MAX_DEPTH)
+# What one world file may hold, section by section; each is named in the refusal and in the README's limits.
+# The largest accepted file (every section at its limit) imports in seconds in under 300 MiB, and no write
+# transaction of it holds SQLite's lock for 200 ms (bench "limits"; a 20,000-place file took 89 s).
+MAX_ENTRIES = {"places": 2_000, "exits": 8_000, "items": 4_000, "characters": 500, "factions": 200, "facts": 2_000,
+               "slots": 50, "dice": 200, "routines": 500, "engagements": 1_000, "intents": 1_000, "triggers": 500,
+               "lore": 2_000, "variables": 60}
+# Within one entry: a place's features, a character's relationships, each of a character's knowledge lists,
+# an entry's aliases.
+MAX_FEATURES = 50
+MAX_RELATIONSHIPS = 200
+MAX_KNOWN = 2_000
+# Every event a file becomes (each place, exit, item, relationship, piece of knowledge…).
+MAX_EVENTS = 60_000
 
 # The campaign fields a world file may fill in (the new-campaign form's own values win).
 CAMPAIGN_FIELDS = ("title", "genre", "protagonist", "opening", "pacing", "style_notes", "narrator_rules")
@@ -74,44 +96,39 @@ class WorldRefused(Exception):
 
 
 def read(data):
-    """Return the world document in ``data`` (JSON, or a zip of JSON files), or raise WorldRefused."""
+    """Return the world document in ``data`` (JSON, or a zip of JSON files), or raise WorldRefused.
+
+    Read by the bounded reader bundles use (``uploads``): at most MAX_BYTES
+    zipped or inflated, MAX_FILES files, MAX_DEPTH levels deep.
+    """
     if len(data) > MAX_BYTES:
         raise WorldRefused([f"the file is {len(data):,} bytes; a world file may be at most {MAX_BYTES:,}"])
-    if data[:4] == b"PK\x03\x04":
-        return _read_zip(data)
-    return _parse(data, "the file")
+    try:
+        if uploads.is_zip(data[:4]):
+            return _read_zip(data)
+        return _parse(data, "the file")
+    except uploads.UploadRefused as refusal:
+        raise WorldRefused([str(refusal).rstrip(".")]) from None
 
 
 def _parse(data, name):
-    try:
-        document = json.loads(data.decode("utf-8-sig"))
-    except UnicodeDecodeError:
-        raise WorldRefused([f"{name} is not UTF-8 text"]) from None
-    except json.JSONDecodeError as error:
-        raise WorldRefused([f"{name} is not valid JSON: {error.msg} at line {error.lineno}, column {error.colno}"]) \
-            from None
-    return document
+    return uploads.parse(uploads.decode(data, LIMITS, name), LIMITS, name)
+
+
+def _wanted(name):
+    path = PurePosixPath(name)
+    return path.suffix.lower() == ".json" and not path.name.startswith(".") and "__MACOSX" not in path.parts
 
 
 def _read_zip(data):
-    try:
-        archive = zipfile.ZipFile(io.BytesIO(data))
-        members = [info for info in archive.infolist() if not info.is_dir()]
-        total = sum(info.file_size for info in members)
-        if total > MAX_BYTES:
-            raise WorldRefused([f"the zip holds {total:,} bytes of files; at most {MAX_BYTES:,} can be imported"])
-        parts = [(info.filename, archive.read(info)) for info in members]
-    except zipfile.BadZipFile as error:
-        raise WorldRefused([f"the file is not a readable zip ({error})"]) from None
+    parts = uploads.unzip(io.BytesIO(data), len(data), LIMITS, wanted=_wanted)
     document, problems = {}, []
     for name, content in sorted(parts):
         path = PurePosixPath(name)
-        if path.suffix.lower() != ".json" or path.name.startswith("."):
-            continue
         try:
             part = _parse(content, name)
-        except WorldRefused as refusal:
-            problems += refusal.reasons
+        except uploads.UploadRefused as refusal:
+            problems.append(str(refusal).rstrip("."))
             continue
         if path.stem == "character" or path.parent.name == "characters":
             document.setdefault("characters", []).append(part)
@@ -257,6 +274,9 @@ def build(document, protagonist=""):
     for section, kind in STORED_SECTIONS.items():
         if section in document:
             _stored(out, names, section, kind, document[section])
+    if len(out.events) > MAX_EVENTS:
+        problems.append(f"the file makes {len(out.events):,} events (each place, exit, item, relationship and piece "
+                        f"of knowledge is one); a world file makes at most {MAX_EVENTS:,}")
     return out
 
 
@@ -265,9 +285,18 @@ def protagonist_name_of(line):
 
 
 def _list(document, name, problems):
-    value = document.get(name, [])
+    return _bounded(document.get(name, []), name, MAX_ENTRIES.get(name, MAX_KNOWN), problems)
+
+
+def _bounded(value, where, most, problems):
+    """Return ``value`` when it is a list of at most ``most`` entries; else [] and a problem naming ``where``."""
+    if value is None:
+        return []
     if not isinstance(value, list):
-        problems.append(f"{name} must be a list")
+        problems.append(f"{where} must be a list")
+        return []
+    if len(value) > most:
+        problems.append(f"{where} holds {len(value):,} entries; a world file holds at most {most:,} there")
         return []
     return value
 
@@ -289,7 +318,7 @@ def _text(value, limit=MAX_NAME):
 
 def _aliases(entry):
     aliases = entry.get("aliases") or []
-    return [str(a) for a in aliases] if isinstance(aliases, list) else []
+    return [_text(a) for a in aliases[:MAX_ALIASES] if isinstance(a, str)] if isinstance(aliases, list) else []
 
 
 def _only(entry, names):
@@ -320,7 +349,8 @@ def _place(out, names, entry, where):
         return
     out.add(where, "introduce", _text(entry["name"]), "place", _text(entry.get("description"), MAX_TEXT),
             aliases=_aliases(entry), narrator_only=entry.get("narrator_only") is True, data={"id": entry["_key"]})
-    for number, feature in enumerate(entry.get("features") or [], 1):
+    for number, feature in enumerate(_bounded(entry.get("features"), f"{where}.features", MAX_FEATURES,
+                                              out.problems), 1):
         spot = f"{where}.features[{number}]"
         if _entry(feature, spot, ("name",), out.problems):
             out.add(spot, "feature", entry["_key"], _text(feature["name"]),
@@ -354,22 +384,7 @@ def _items(out, names, entries):
             where = f"items[{number}]"
             holder = names.find(entry.get("holder"), ("place", "character", "item"), f"{where}.holder", problems)
             pending[entry["_key"]] = (where, entry, holder)
-    done, order = set(), []
-
-    def visit(key, trail):
-        if key in done or key not in pending:
-            return
-        if key in trail:
-            problems.append(f"{pending[key][0]}: its holders go round in a circle ({' in '.join(trail)})")
-            return
-        holder = pending[key][2]
-        if holder in pending:
-            visit(holder, [*trail, key])
-        done.add(key)
-        order.append(key)
-
-    for key in pending:
-        visit(key, [])
+    order = _holders_first(pending, problems)
     for key in order:
         where, entry, holder = pending[key]
         if holder is None:
@@ -385,6 +400,42 @@ def _items(out, names, entries):
             opener = names.find(entry["opener"], ("item",), f"{where}.opener", problems)
             if opener:
                 out.add(where, "item_edit", key, data={"opener": opener})
+
+
+def _holders_first(pending, problems):
+    """Return the keys of ``pending`` items ordered so each comes after the item holding it.
+
+    Iterative, and a chain deeper than an item may be held (world.MAX_CHAIN)
+    or one going round in a circle is a problem: a file's chain of 1,200
+    boxes once recursed past Python's stack (issue 22).
+    """
+    done, order = set(), []
+    for start in pending:
+        trail = []
+        key = start
+        while key in pending and key not in done and key not in trail:
+            trail.append(key)
+            key = pending[key][2]
+        if key in trail:
+            circle = trail[trail.index(key):]
+            problems.append(f"{pending[key][0]}: its holders go round in a circle "
+                            f"({' in '.join(circle[:8])}{' …' if len(circle) > 8 else ''})")
+        elif len(trail) + _depth_of(key, pending, done) > world.MAX_CHAIN:
+            problems.append(f"{pending[start][0]}: it is held {len(trail)} items deep; an item sits at most "
+                            f"{world.MAX_CHAIN} containers down")
+        for key in reversed(trail):
+            done.add(key)
+            order.append(key)
+    return order
+
+
+def _depth_of(key, pending, done):
+    """Return how many items deep ``key`` (already ordered, or not an item) sits."""
+    depth = 0
+    while key in pending and key in done and depth <= world.MAX_CHAIN:
+        depth += 1
+        key = pending[key][2]
+    return depth
 
 
 def _exit(out, names, entry, where):
@@ -416,7 +467,8 @@ def _character_state(out, names, entry, where):
     elif any(condition.values()):
         out.add(f"{where}.condition", "set_condition", key, value=_text(condition.get("public"), MAX_TEXT),
                 data=_only(condition, {"inner", "activity", "mood"}))
-    for number, relation in enumerate(entry.get("relationships") or [], 1):
+    relationships = _bounded(entry.get("relationships"), f"{where}.relationships", MAX_RELATIONSHIPS, problems)
+    for number, relation in enumerate(relationships, 1):
         spot = f"{where}.relationships[{number}]"
         if not _entry(relation, spot, ("to",), problems):
             continue
@@ -429,7 +481,8 @@ def _character_state(out, names, entry, where):
         problems.append(f"{where}.knowledge must be an object (locations, items, exits, lore)")
         return
     for section, kind in (("locations", "place"), ("items", "item"), ("exits", "exit"), ("lore", "lore")):
-        for number, known in enumerate(knowledge.get(section) or [], 1):
+        listed = _bounded(knowledge.get(section), f"{where}.knowledge.{section}", MAX_KNOWN, problems)
+        for number, known in enumerate(listed, 1):
             _known(out, names, key, section, kind, known, f"{where}.knowledge.{section}[{number}]")
 
 
@@ -571,8 +624,8 @@ def _stored(out, names, section, kind, value):
             problems.append(f"{section} must be an object")
             return
     else:
-        if not isinstance(value, list):
-            problems.append(f"{section} must be a list")
+        if not isinstance(value, list) or len(value) > MAX_ENTRIES.get(section, MAX_KNOWN):
+            problems.append(f"{section} must be a list of at most {MAX_ENTRIES.get(section, MAX_KNOWN):,} entries")
             return
         required, references = STORED_ENTRIES[section]
         before = len(problems)
@@ -616,21 +669,26 @@ class Checked:
         return self.problems + [f"world_lint: {f.text}" for f in self.findings if f.severity == "error"]
 
 
-def check(document, protagonist=""):
+def check(document, protagonist="", *, created_ms=None):
     """Return what importing ``document`` would do, without storing anything (pure).
 
-    The protagonist's line is the campaign's (or, when not given, the file's own).
+    The protagonist's line is the campaign's (or, when not given, the file's own); ``created_ms`` is when the
+    campaign is made (now, by default), where a clock without a starting_time starts. A file over the limits
+    is not validated further: its size is the problem.
     """
     fields, canon = campaign_fields(document)
     protagonist = protagonist or fields.get("protagonist", "")
     built = build(document, protagonist)
+    built.problems[:0] = campaign_problems(document)
     state = fresh_state(protagonist, canon)
     timing, problems = clock_settings(document)
     defaults = clock.Settings()
     settings = clock.Settings(timing.get("clock_mode", defaults.mode), timing.get("time_zone", defaults.time_zone),
                               timing.get("round_seconds", defaults.round_seconds),
                               timing.get("max_skip_days", defaults.max_skip_days)) if not problems else defaults
-    now = int(datetime.now().timestamp() * 1000)
+    now = int(datetime.now().timestamp() * 1000) if created_ms is None else created_ms
+    if len(built.events) > MAX_EVENTS:
+        return Checked(built, state, [], list(built.problems) + problems, [])
     outcomes = validate_batch(state, [clean(event) for event in built.events], "world",
                               env=rulebook.Env(settings=settings, created_ms=now, wall_ms=now))
     problems = list(built.problems) + problems
@@ -649,58 +707,163 @@ def fresh_state(protagonist, canon=()):
 
 
 def campaign_fields(document):
-    """Return the campaign fields and canon rules a world file gives (``campaign`` and ``clock`` sections)."""
+    """Return the campaign fields and canon rules a world file gives (``campaign`` and ``clock`` sections).
+
+    Only text is taken; ``campaign_problems`` says what of the section is wrong.
+    """
     section = document.get("campaign") if isinstance(document, dict) else None
     section = section if isinstance(section, dict) else {}
-    fields = {name: str(section[name]).strip() for name in CAMPAIGN_FIELDS if section.get(name)}
+    fields = {name: section[name].strip() for name in CAMPAIGN_FIELDS if isinstance(section.get(name), str)
+              and section[name].strip()}
     timing, problems = clock_settings(document)
     if not problems:
         fields.update(timing)
     canon = []
-    for rule in section.get("canon") or []:
+    rules = section.get("canon") or []
+    for rule in rules[:MAX_CANON] if isinstance(rules, list) else []:
         if isinstance(rule, str) and rule.strip():
             canon.append((rule.strip(), CanonRule.Scope.INVARIANT))
-        elif isinstance(rule, dict) and str(rule.get("text", "")).strip():
+        elif isinstance(rule, dict) and isinstance(rule.get("text"), str) and rule["text"].strip():
             scope = rule.get("scope") if rule.get("scope") in CanonRule.Scope.values else CanonRule.Scope.INVARIANT
-            canon.append((str(rule["text"]).strip(), scope))
+            canon.append((rule["text"].strip(), scope))
     return fields, canon
 
 
-def create_campaign(owner, document, **fields):
+# Canon rules a world file may give (each sits in every prompt).
+MAX_CANON = 100
+
+
+def campaign_problems(document, fields=None):
+    """Return what is wrong with a file's ``campaign`` section, checked by the Campaign and CanonRule models'
+    own validators (the limits the forms, the admin and bundles hold too), each naming its field.
+
+    ``fields`` are the campaign's values as they will be stored (a form's over the file's); by default the
+    file's own.
+    """
+    section = document.get("campaign") if isinstance(document, dict) else None
+    if not isinstance(section, dict):
+        return []
+    problems = [f"campaign.{name} must be text" for name in CAMPAIGN_FIELDS
+                if section.get(name) is not None and not isinstance(section[name], str)]
+    unknown = sorted(set(section) - {*CAMPAIGN_FIELDS, "canon"})
+    problems += [f"campaign.{name[:40]} is not a campaign field (they are {', '.join(CAMPAIGN_FIELDS)}, canon)"
+                 for name in unknown[:5]]
+    given, canon = campaign_fields(document)
+    values = {name: value for name, value in (fields if fields is not None else given).items()
+              if name in CAMPAIGN_FIELDS}
+    problems += _model_problems(Campaign(**values), "campaign", values)
+    rules = section.get("canon") or []
+    if not isinstance(rules, list) or len(rules) > MAX_CANON:
+        problems.append(f"campaign.canon must be a list of at most {MAX_CANON} rules (text, or {{text, scope}})")
+        return problems
+    for number, rule in enumerate(rules, 1):
+        where = f"campaign.canon[{number}]"
+        text = rule if isinstance(rule, str) else rule.get("text") if isinstance(rule, dict) else None
+        if not isinstance(text, str):
+            problems.append(f"{where} must be a rule's text, or {{text, scope}}")
+            continue
+        scope = rule.get("scope", CanonRule.Scope.INVARIANT) if isinstance(rule, dict) else CanonRule.Scope.INVARIANT
+        if scope not in CanonRule.Scope.values:
+            problems.append(f"{where}.scope must be {' or '.join(CanonRule.Scope.values)}, not {str(scope)[:40]!r}")
+            continue
+        problems += _model_problems(CanonRule(text=text.strip(), scope=scope), where, {"text": text})
+    return problems
+
+
+def _model_problems(instance, where, values):
+    """Return the model's own validation of the fields in ``values``, as ``where.field: message`` lines."""
+    try:
+        instance.clean_fields(exclude=[f.name for f in type(instance)._meta.fields if f.name not in values])
+    except ValidationError as error:
+        return [f"{where}.{name}: {' '.join(messages)}".rstrip(".") for name, messages in error.message_dict.items()]
+    return []
+
+
+def create_campaign(owner, document, *, progress=None, writes=None, **fields):
     """Create a campaign whose world is ``document``; return (campaign, lint findings), or raise WorldRefused.
 
     ``fields`` are the campaign's own (a form's); what they leave out comes
-    from the file's ``campaign`` section. Nothing is stored unless all of it
-    is: the campaign, its opening and its world are one transaction.
+    from the file's ``campaign`` section. A file with any problem stores
+    nothing; otherwise the world is written in short transactions
+    (``staging``), ``progress(rows)`` told what each wrote (``Prepared.rows``
+    in all), and the campaign appears only once all of it is written.
     """
+    prepared = prepare(owner, document, **fields)
+    return prepared.write(progress=progress, writes=writes), prepared.checked.findings
+
+
+def prepare(owner, document, **fields):
+    """Return the Prepared import of ``document`` for ``owner``, every check done, or raise WorldRefused (pure)."""
     given, canon = campaign_fields(document)
     values = {**given, **{name: value for name, value in fields.items() if value not in (None, "")}}
     missing = [name for name in ("title", "protagonist", "opening") if not values.get(name)]
-    checked = check(document, values.get("protagonist", ""))
+    created_ms = int(datetime.now().timestamp() * 1000)
+    checked = check(document, values.get("protagonist", ""), created_ms=created_ms)
     reasons = checked.errors
     if missing:
         reasons = [f"the campaign needs a {', '.join(missing)} (give them in the form or the file's campaign "
                    "section)", *reasons]
     if reasons:
         raise WorldRefused(reasons)
-    with transaction.atomic():
-        campaign = Campaign.objects.create(owner=owner, **values)
-        for position, (text, scope) in enumerate(canon):
-            CanonRule.objects.create(campaign=campaign, text=text, scope=scope, position=position)
-        story.start_campaign(campaign)
-        stored = write(campaign, checked.built.events)
-        rejected = [event for event in stored if event.status != StateEvent.Status.APPLIED]
-        if rejected:  # the check saw the same state, so this is a defect; it still never stores half a world
-            raise WorldRefused([f"{event.payload.get('type')}: {event.reason}" for event in rejected])
-    return campaign, checked.findings
+    tokens.count(values["opening"])  # the tokenizer loads once, before the first transaction rather than inside it
+    return Prepared(owner, values, canon, checked, created_ms)
 
 
-def write(campaign, events):
-    """Apply a world's events at the campaign's opening node (source ``world``); return the stored events."""
-    from .state import apply_events
+@dataclass
+class Prepared:
+    """A world file checked whole, ready to be written: the campaign's values, its canon, the validated events."""
 
-    opening = Node.objects.get(campaign=campaign, branch_id=campaign.head_branch_id, depth=0)
-    return apply_events(opening, events, source=StateEvent.Source.WORLD)
+    owner: object
+    values: dict
+    canon: list
+    checked: Checked
+    created_ms: int
+
+    @property
+    def rows(self):
+        """Return how many rows the write stores, events and records (the progress's total)."""
+        return sum(1 + len(outcome.writes) for outcome in self.checked.outcomes)
+
+    def write(self, *, progress=None, writes=None):
+        """Write the campaign staged, its world in batches at the opening node, then publish it; return it.
+
+        The events were validated before anything was written (``check``);
+        the engine's own work after them (the first trigger check) runs here
+        on the same state, once the campaign and its opening exist.
+        """
+        campaign = staging.transact(self._begin, writes)
+        try:
+            opening = Node.objects.get(campaign=campaign, depth=0)
+            env = rulebook.env_for(opening, campaign)
+            outcomes = self.checked.outcomes + rulebook.after_batch(self.checked.state, self.checked.outcomes,
+                                                                    StateEvent.Source.WORLD, env)
+            _renumber_canon(outcomes, list(campaign.canon_rules.order_by("position").values_list("pk", flat=True)))
+            store(opening, outcomes, source=StateEvent.Source.WORLD, writes=writes, progress=progress)
+            return staging.publish(campaign)
+        except BaseException:
+            staging.discard(campaign.pk, writes)
+            raise
+
+    def _begin(self):
+        campaign = Campaign.objects.create(owner=self.owner, staged=True, **self.values)
+        created = datetime.fromtimestamp(self.created_ms / 1000, tz=timezone.utc)
+        Campaign.every.filter(pk=campaign.pk).update(created_at=created)
+        campaign.created_at = created
+        CanonRule.objects.bulk_create([CanonRule(campaign=campaign, text=text, scope=scope, position=position)
+                                       for position, (text, scope) in enumerate(self.canon)])
+        return story.start_campaign(campaign)
+
+
+def _renumber_canon(outcomes, ids):
+    """Give the writes that supersede a canon rule the rule's row id (the check numbered rules -1, -2, …)."""
+    for outcome in outcomes:
+        for change in [*outcome.writes, *outcome.previous]:
+            slot = change.get("slot", "")
+            if slot.startswith("canon:-"):
+                pk = ids[int(slot.removeprefix("canon:-")) - 1]
+                change["slot"] = f"canon:{pk}"
+                if "subject" in change:
+                    change["subject"] = str(pk)
 
 
 def lint_campaign(campaign):

@@ -59,6 +59,9 @@ DRAFTED = "A draft of your next move is in the box: change it as you like, and s
 DRAFT_STOPPED = "Stopped: what was drafted is in the box; nothing was sent."
 UNSHOWN = ("The reply was saved, but the page could not show it ({error}); the story has been read again. "
            "If this keeps happening, the app's console says more.")
+# Daphne refuses a websocket frame over 1 MiB; the end of a turn carries its new nodes only while it stays well
+# under that, and otherwise has the page read the story again over HTTP (a reply of 1 MiB once left it stuck).
+MAX_FRAME_BYTES = 512 * 1024
 
 
 class PlayConsumer(AsyncJsonWebsocketConsumer):
@@ -212,9 +215,12 @@ class PlayConsumer(AsyncJsonWebsocketConsumer):
         await self.channel_layer.group_send(self.group, {"type": "story.changed", "sender": self.channel_name})
 
     async def _end(self, turn, outcome, **details):
-        """Send the end of the turn; if even that cannot be rendered, say so and have the page read the story again."""
+        """Send the end of the turn; if it cannot be rendered or sent whole, say so and have the page read the
+        story again (over HTTP, which carries a reply of any size)."""
         try:
             html = await _render_end(self.campaign_id, turn, outcome, **details)
+            if len(html.encode()) > MAX_FRAME_BYTES:
+                html = await _render_end(self.campaign_id, turn, outcome, **{**details, "refresh": True}, nodes=False)
         except Exception as error:
             logger.exception("The end of a turn could not be rendered for campaign %s", self.campaign_id)
             message = UNSHOWN if outcome == "committed" else UNEXPECTED
@@ -222,7 +228,16 @@ class PlayConsumer(AsyncJsonWebsocketConsumer):
         # The end re-enables Send on the page: from here the turn is over for the socket too, whatever its task
         # still does (telling other tabs the story moved), so the next action is not refused as "still written".
         self.turn = None
-        await self.send(text_data=html)
+        try:
+            await self.send(text_data=html)
+        except Exception as error:
+            logger.exception("The end of a turn could not be sent for campaign %s", self.campaign_id)
+            message = UNSHOWN if outcome == "committed" else UNEXPECTED
+            try:
+                await self.send(text_data=_render_fallback(self.campaign_id, outcome, message.format(
+                    error=_name(error))))
+            except Exception:
+                logger.exception("Nor could the words saying so; the page reads the story when it reconnects")
 
     async def _relay(self, text):
         await self.send(text_data=format_html(CHUNK_FRAGMENT, text))
@@ -324,19 +339,20 @@ def _render_start(campaign_id, turn):
 
 
 @database_sync_to_async
-def _render_end(campaign_id, turn, outcome, *, error="", notice="", result=None, refresh=False):
+def _render_end(campaign_id, turn, outcome, *, error="", notice="", result=None, refresh=False, nodes=True):
     """Render ``campaigns/_turn_end.html``: the new nodes (or the replaced reply back), controls and messages.
 
     An edited action that did not commit has the page read the story again: what it took off comes back.
+    Without ``nodes`` the pending ones are taken off and the page reads the story again instead.
     """
     campaign = Campaign.objects.get(pk=campaign_id)
     refresh = refresh or (turn.edit_of is not None and turn.started and result is None)
     player = reply = None
-    if result is not None:
+    if nodes and result is not None:
         reply = Node.objects.get(pk=result.node_id)
         if not turn.replaces_reply:
             player = Node.objects.get(branch_id=reply.branch_id, depth=reply.depth - 1)
-    elif turn.started and turn.replaced is not None:
+    elif nodes and turn.started and turn.replaced is not None:
         reply = turn.replaced  # a retry that did not commit: the reply it was to replace comes back
     mark_rounds(mark_versions(campaign_id, [node for node in (player, reply) if node is not None]))
     return render_to_string("campaigns/_turn_end.html", {

@@ -13,12 +13,13 @@ applied after them as a person's corrections. The whole file is read and
 checked before the first turn is written, so a malformed line loses nothing.
 """
 
-import json
 from dataclasses import dataclass
 
+from django.core.exceptions import ValidationError
 from django.db import transaction
 
-from campaigns import lineage, story, storytime
+from campaigns import lineage, story, storytime, uploads
+from campaigns.forms import ActionForm
 from campaigns.models import Campaign, Node, StateEvent
 from campaigns.state import apply_events, state_at
 from campaigns.state.minds import whereabouts
@@ -32,6 +33,8 @@ from .context import node_tokens
 MODES = tuple(Node.Mode.values)
 LINE_KEYS = {"action", "reply", "events", "corrections"}
 MAX_EVENTS_PER_TURN = 200
+# One line of a script: a turn's action, reply and events (a reply of the longest a node holds fits).
+LINE_LIMITS = uploads.Limits("script line", 1024 * 1024, max_depth=24)
 
 
 class ScriptRefused(Exception):
@@ -62,9 +65,9 @@ def read(text):
             continue
         where = f"line {number}"
         try:
-            line = json.loads(raw)
-        except json.JSONDecodeError as error:
-            problems.append(f"{where} is not JSON: {error.msg} at column {error.colno}")
+            line = uploads.parse(raw, LINE_LIMITS, where)
+        except uploads.UploadRefused as error:
+            problems.append(str(error).rstrip("."))
             continue
         if not isinstance(line, dict):
             problems.append(f"{where} must be an object with action, reply and events")
@@ -79,13 +82,21 @@ def read(text):
             continue
         mode = action.get("mode", "do")
         text = str(action.get("text") or "").strip()
-        if mode not in MODES:
-            problems.append(f"{where}: action.mode must be one of {', '.join(MODES)}, not {mode!r}")
+        if not isinstance(mode, str) or mode not in MODES:
+            problems.append(f"{where}: action.mode must be one of {', '.join(MODES)}, not {str(mode)[:40]!r}")
         elif mode != "continue" and not text:
             problems.append(f"{where}: action.text is empty (only a continue has no text)")
+        else:  # the play page's own limits on an action and its direction
+            form = ActionForm({"mode": mode, "text": text, "direction": str(action.get("direction") or "")})
+            problems += [f"{where}: action.{name}: {' '.join(errors)}" for name, errors in form.errors.items()]
         reply = line.get("reply")
         if not isinstance(reply, str) or not reply.strip():
             problems.append(f"{where}: reply must be the narrator's text")
+        else:
+            try:
+                Node._meta.get_field("text").run_validators(reply)
+            except ValidationError as error:
+                problems.append(f"{where}: reply: {' '.join(error.messages)}")
         lists = {}
         for name in ("events", "corrections"):
             value = line.get(name, [])

@@ -13,6 +13,7 @@ urlpatterns = [
     path("logout/", views.logout_view, name="logout"),
     path("campaigns/new/", views.campaign_create, name="campaign_create"),
     path("campaigns/import/", views.import_campaign, name="import_campaign"),
+    path("imports/<str:token>/", views.import_progress, name="import_progress"),
     path("campaigns/<int:pk>/export/", views.export_campaign, name="export_campaign"),
     path("campaigns/<int:pk>/", views.play, name="play"),
     path("campaigns/<int:pk>/edit/", views.campaign_edit, name="campaign_edit"),

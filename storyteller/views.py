@@ -17,6 +17,7 @@ from django.db.models import OuterRef, Subquery
 from django.http import Http404, HttpResponse
 from django.shortcuts import aget_object_or_404, get_object_or_404, redirect, render
 from django.templatetags.static import static
+from django.urls import reverse
 from django.utils import timezone
 from django.utils.encoding import force_str
 from django.utils.text import slugify
@@ -161,11 +162,13 @@ def _create_campaign(request, info, busy=False):
     elif request.method == "POST" and form.is_valid() and form.cleaned_data["world"] is not None:
         fields = {name: form.cleaned_data[name] for name in CampaignForm.Meta.fields}
         try:
-            campaign, _ = worldfile.create_campaign(request.user, form.cleaned_data["world"], **fields)
+            prepared = worldfile.prepare(request.user, form.cleaned_data["world"], **fields)
         except worldfile.WorldRefused as refusal:
             form.add_error("world", str(refusal))
         else:
-            return redirect("play", campaign.pk)
+            token = importing.start(request.user, f"the world of “{prepared.values['title']}”", prepared.rows,
+                                    lambda add: prepared.write(progress=add))
+            return redirect("import_progress", token)
     elif request.method == "POST" and form.is_valid():
         campaign = form.save(commit=False)
         campaign.owner = request.user
@@ -452,10 +455,26 @@ def _import_campaign(request):
         if upload.size > bundle.max_bytes():
             raise bundle.BundleRefused(f"The file is {upload.size:,} bytes; a bundle may be at most "
                                        f"{bundle.max_bytes():,} bytes. Nothing was imported.")
-        campaign = bundle.import_bundle(request.user, upload)
+        prepared = bundle.prepare(upload)
     except bundle.BundleRefused as refusal:
         return _refused_import(request, str(refusal))
-    return redirect("play", campaign.pk)
+    token = importing.start(request.user, f"the campaign “{prepared.campaign.values['title']}”", prepared.rows,
+                            lambda add: bundle.write(request.user, prepared, progress=add))
+    return redirect("import_progress", token)
+
+
+@login_required
+@require_GET
+def import_progress(request, token):
+    """Show how far an import of the person's has been written; open the campaign once it is whole."""
+    progress = importing.progress_of(token, request.user)
+    if progress is None:
+        raise Http404("No import of yours has this address (an import is shown here until the app restarts).")
+    if progress.finished.is_set() and progress.campaign is not None:
+        url = reverse("play", args=[progress.campaign])
+        return HttpResponseClientRedirect(url) if request.htmx else redirect(url)
+    template = "storyteller/_import_progress.html" if request.htmx else "storyteller/import_progress.html"
+    return render(request, template, {"progress": progress, "token": token})
 
 
 def _refused_import(request, error):

@@ -23,13 +23,14 @@ import json
 from django.db import connection, transaction
 from django.utils import timezone
 
-from .. import lineage
+from .. import lineage, staging
 from ..models import Campaign, Node, RecorderRun, StateEvent, StateRecord
 from .reading import Record, state_at, state_for_events
-from .registry import HOOKS, MAX_NAME, MAX_TEXT, PROPOSERS, TYPES, Check, Outcome, Rejected, clean, types_for
+from .registry import (HOOKS, MAX_NAME, MAX_TEXT, PROPOSERS, TYPES, Check, Outcome, Rejected, clean, precheck,
+                       types_for)
 
 __all__ = ["MAX_NAME", "MAX_TEXT", "Outcome", "Rejected", "apply_events", "clean", "correct", "record_failure",
-           "validate", "validate_batch"]
+           "store", "validate", "validate_batch"]
 
 
 def validate(state, event, source, *, elsewhere=lambda key: False, env=None):
@@ -116,8 +117,11 @@ def apply_events(node, payloads, *, source, author=None, attempt=0, model="", ma
     False). After the batch the application keeps its own rules in the same
     transaction (``HOOKS.after_batch``, story time's: a round lengthened to
     the journeys it made, then the world's triggers checked), as events of
-    the engine. Return the stored StateEvents.
+    the engine. Each type's stateless check (``registry.precheck``: a dice
+    check's bands, a calendar, triggers) runs before the transaction opens.
+    Return the stored StateEvents.
     """
+    cleaned = [precheck(clean(payload)) for payload in payloads]
     with transaction.atomic():
         if source in PROPOSERS and mark and not _mark_recorded(node, attempt, model):
             return []
@@ -126,7 +130,7 @@ def apply_events(node, payloads, *, source, author=None, attempt=0, model="", ma
         campaign = Campaign.objects.raw(f"SELECT {fields} FROM {Campaign._meta.db_table} WHERE id = %s",
                                         [node.campaign_id])[0]
         path = lineage.path_at(node.campaign_id, node.branch_id, node.depth)
-        events = [clean(payload) for payload in payloads]
+        events = cleaned
         # A world file names thousands of things at once: read the (new) campaign's whole state instead.
         whole = source == StateEvent.Source.WORLD if whole is None else whole
         state = state_at(path, campaign) if whole else state_for_events(path, campaign, events)
@@ -144,6 +148,34 @@ def apply_events(node, payloads, *, source, author=None, attempt=0, model="", ma
             for event, outcome in zip(events, outcomes) for w in outcome.writes
         ])
     return events
+
+
+def store(node, outcomes, *, source, writes=None, progress=None):
+    """Write already validated ``outcomes`` at ``node`` in short transactions (``staging.in_batches``).
+
+    For a staged import only: its world was validated whole before anything
+    was written (``worldfile.check``), and nobody sees the campaign until it
+    is published, so no batch needs to read or check the state again. The
+    batches count rows, not events: one event (the observation after a world,
+    a world's triggers) may write thousands of records, which then span
+    several transactions.
+    """
+    rows = []
+    for number, outcome in enumerate(outcomes):
+        rows.append((number, None))
+        rows += [(number, w) for w in outcome.writes]
+    ids = {}
+
+    def batch(chunk):
+        starting = [number for number, w in chunk if w is None]
+        events = _write_events(node, source, None, 0, [outcomes[number] for number in starting])
+        ids.update({number: event.pk for number, event in zip(starting, events)})
+        _write_records(node, [
+            (_authority(outcomes[number].source or source, outcomes[number].payload), ids[number], w["slot"],
+             w["kind"], w.get("subject", ""), w.get("value", ""), json.dumps(w.get("data", {})),
+             w.get("narrator_only", False), w.get("retracted", False))
+            for number, w in chunk if w is not None])
+    staging.in_batches(rows, batch, writes=writes, progress=progress)
 
 
 def _mark_recorded(node, attempt, model):

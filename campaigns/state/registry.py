@@ -14,6 +14,7 @@ Schema of each type (``schema``) and the recorder's schema
 cannot drift apart.
 """
 
+import math
 from dataclasses import dataclass, field
 
 from .reading import key_for
@@ -27,6 +28,12 @@ MAX_ALIASES = 20
 MAX_OPS = 20
 # Characters named by an application-written observation.
 MAX_WHO = 500
+# A JSON field (a trigger's definition, a routine's windows, a world's lore…): its text, its lists and objects,
+# its nesting. Bundles check event payloads and records by the same numbers, so whatever is stored can be
+# exported and imported again.
+MAX_JSON_TEXT = 2_000
+MAX_JSON_ITEMS = 2_000
+MAX_JSON_DEPTH = 16
 
 # Who proposes an event. The recorder and a script follow the same rules (a
 # script is a recording written by hand); a correction and a world file may
@@ -68,6 +75,9 @@ class EventType:
     # Which of the recorder's calls proposes it: "" the state call, "minds" the second, small-schema call
     # (decision D11: events, perceptions and beliefs are recorded in a call of their own).
     call: str = ""
+    # precheck(data) -> None, raising Rejected: what of the event can be checked without the state (parsing a
+    # dice check's bands, a calendar, triggers), run before the write transaction opens (``events.apply_events``).
+    precheck: object = None
 
     def fields_for(self, source):
         if source in PROPOSERS:
@@ -138,14 +148,28 @@ def hook(kind, *, campaign_fields=()):
     return decorate
 
 
-def register(rank, name, *, sources, fields=None, help, aliases=False, call=""):
+def register(rank, name, *, sources, fields=None, help, aliases=False, call="", precheck=None):
     """Register the decorated function as the handler of event type ``name``, listed by ``rank``."""
     def decorate(handler):
         if name in TYPES:
             raise ValueError(f"event type {name!r} is registered twice")
-        TYPES[name] = EventType(name, rank, handler, tuple(sources), dict(fields or {}), help, aliases, call)
+        TYPES[name] = EventType(name, rank, handler, tuple(sources), dict(fields or {}), help, aliases, call,
+                                precheck)
         return handler
     return decorate
+
+
+def precheck(event):
+    """Return ``event`` (cleaned), its type's stateless check done: a failure is noted under ``problems``, which
+    validation rejects it with. Run before a write transaction, so what is slow to check is not checked there."""
+    kind = TYPES.get(event.get("type"))
+    if kind is None or kind.precheck is None or event.get("problems") or event.get("invalid"):
+        return event
+    try:
+        kind.precheck(event)
+    except Rejected as error:
+        event["problems"] = [str(error)]
+    return event
 
 
 def types_for(source):
@@ -262,6 +286,10 @@ def _coerce(raw, spec, where, problems):
     if spec.kind in ("text", "name"):
         return _text(raw, MAX_TEXT if spec.kind == "text" else MAX_NAME)
     if spec.kind == "json":
+        problem = json_problem(raw)
+        if problem:
+            problems.append(f"{where}{problem}")
+            return None
         return raw
     if spec.kind == "names":
         if not isinstance(raw, list):
@@ -288,6 +316,32 @@ def _coerce(raw, spec, where, problems):
             ops.append(cleaned)
         return ops
     raise ValueError(f"unknown field kind {spec.kind!r}")
+
+
+def json_problem(value):
+    """Return what makes ``value`` too large a JSON value to store (" holds…", after where it is), or ""; checked
+    without recursion, so nesting costs nothing before it is refused."""
+    stack = [(value, 0, "")]
+    while stack:
+        item, depth, where = stack.pop()
+        if isinstance(item, str):
+            if len(item) > MAX_JSON_TEXT:
+                return f"{where} holds text of {len(item):,} characters; at most {MAX_JSON_TEXT:,} fit there"
+        elif isinstance(item, (dict, list)):
+            if depth >= MAX_JSON_DEPTH:
+                return f"{where} is nested more than {MAX_JSON_DEPTH} levels deep"
+            if len(item) > MAX_JSON_ITEMS:
+                return f"{where} holds {len(item):,} entries; at most {MAX_JSON_ITEMS:,} fit there"
+            pairs = item.items() if isinstance(item, dict) else enumerate(item)
+            for key, child in pairs:
+                if isinstance(key, str) and len(key) > MAX_NAME:
+                    return f"{where} has a field name of {len(key):,} characters"
+                stack.append((child, depth + 1, f"{where}.{key}" if isinstance(key, str) else f"{where}[{key}]"))
+        elif isinstance(item, float) and not math.isfinite(item):
+            return f"{where} holds a number that is not finite"
+        elif isinstance(item, int) and not isinstance(item, bool) and abs(item) >= 10 ** 18:
+            return f"{where} holds a number of more than 18 digits"
+    return ""
 
 
 def schema(name, source=CORRECTION):

@@ -11,8 +11,8 @@ This package may import every app; nothing imports it but the command and
 the prefix-reuse test.
 """
 
-from . import (builtin, checkpoint, imports, knowledge, memory, minds, model_work, overhead, page, recording, rules,
-               state, turn, turn_first, voices, world)
+from . import (builtin, checkpoint, imports, knowledge, limits, memory, minds, model_work, overhead, page, recording,
+               rules, state, turn, turn_first, voices, world)
 
 BENCHMARKS = {
     "turn": turn.run,
@@ -31,6 +31,7 @@ BENCHMARKS = {
     "voices": voices.run,
     "builtin": builtin.run,
     "model-work": model_work.run,
+    "limits": limits.run,
 }
 # Run only when named: minutes of the built-in model (or of 440 turns played), not milliseconds of the app.
 SLOW = {"recording", "builtin", "model-work"}

@@ -20,7 +20,9 @@ campaign owned by the person importing. Every value is checked as the forms
 check it, and the story's shape (one root, each node after its parent, the
 head on a node) before anything is written. The bytes are read at a bounded
 cost (``reading``), all the slow work (parsing, checking, cutting passages)
-happens before the one short write transaction, and the vectors after it.
+happens before the first write; the rows are written staged, in short
+transactions (``campaigns.staging``), and the campaign appears only once
+whole; the vectors are rebuilt after it.
 The checksum finds corruption; it proves nothing, since anyone can compute it.
 """
 
@@ -33,11 +35,11 @@ from dataclasses import dataclass
 
 from django.conf import settings
 from django.core.serializers.json import DjangoJSONEncoder
-from django.db import connection, transaction
+from django.db import connection
 from django.db.models import DateTimeField
 from django.utils import timezone
 
-from campaigns import lineage
+from campaigns import lineage, staging
 from campaigns.forms import CampaignForm
 from campaigns.models import Branch, Campaign, Node
 from campaigns.state.world import lore
@@ -50,7 +52,7 @@ from .. import context
 from . import rows
 from .reading import MEMBER, BundleRefused, checksum, load, refuse
 
-__all__ = ["BundleRefused", "checksum", "dumps", "export_campaign", "import_bundle", "max_bytes"]
+__all__ = ["BundleRefused", "checksum", "dumps", "export_campaign", "import_bundle", "max_bytes", "prepare", "write"]
 
 FORMAT = "storyteller-campaign"
 # Version 2 links a state line that supersedes a canon rule to the rule's row
@@ -95,17 +97,27 @@ def dumps(campaign, *, zipped=False):
     return buffer.getvalue()
 
 
-def import_bundle(owner, data):
+def import_bundle(owner, data, *, progress=None, writes=None):
     """Create a new campaign for ``owner`` from a bundle (bytes or a binary file) and return it; rebuild its
     vectors after.
 
     Raise BundleRefused, saying in words what is wrong, with nothing written.
     Slow: run it off the event loop and off the database thread (``importing``).
     """
+    return write(owner, prepare(data), progress=progress, writes=writes)
+
+
+def prepare(data):
+    """Return the checked Bundle of ``data`` with its sources' passages cut: all the work before any write."""
     bundle = read(data)
-    passages = [importer.cut(row.values["text"], row.values["filename"]) for row in bundle.tables["sources"]]
-    with transaction.atomic():
-        campaign, sources = _write(owner, bundle, passages)
+    bundle.passages = [importer.cut(row.values["text"], row.values["filename"]) for row in bundle.tables["sources"]]
+    return bundle
+
+
+def write(owner, bundle, *, progress=None, writes=None):
+    """Write a prepared bundle as a new campaign of ``owner``, staged and in short transactions
+    (``campaigns.staging``), ``progress(rows)`` told after each; publish it, rebuild what is derived, return it."""
+    campaign, sources = _write(owner, bundle, progress or (lambda rows: None), writes)
     recall_index.sync(campaign.pk)  # derived: rebuilt from the records (its vectors at the next minds step)
     for source in sources:
         importer.embed_source(source)
@@ -117,6 +129,13 @@ class Bundle:
     version: int
     campaign: rows.Row
     tables: dict  # table name -> [rows.Row]
+    passages: list = None  # each source's passages, cut before the write
+    created: dict = None  # table name -> the rows the write created, in the bundle's order
+
+    @property
+    def rows(self):
+        """Return how many rows the write stores (a progress's total)."""
+        return 1 + sum(len(checked) for checked in self.tables.values())
 
 
 def read(data):
@@ -141,6 +160,7 @@ def read(data):
                 refuse(f"The bundle's {name} section has a table “{table[:60]}” that is not part of the format.")
     listed = {table.name: sections.get(table.section, {}).get(table.name, []) for table in rows.TABLES}
     sizes = {name: len(value) if isinstance(value, list) else 0 for name, value in listed.items()}
+    rows.check_sizes(sizes)
     campaign = rows.check_campaign(sections.get("campaigns", {}).get("campaign"), sizes)
     _check_campaign_form(campaign)
     tables = {table.name: rows.check_table(table, listed[table.name], sizes) for table in rows.TABLES}
@@ -355,40 +375,55 @@ def _usable(campaign, found):
                                                                    checkpoint.depth), prefix, fresh=True)]
 
 
-def _write(owner, bundle, passages):
-    """Create every row of ``bundle`` under a new campaign of ``owner``; return it and its sources."""
+def _write(owner, bundle, progress, writes):
+    """Create every row of ``bundle`` under a new, staged campaign of ``owner``, table by table in short
+    transactions; publish it once whole (a failure discards it); return it and its sources."""
     values = bundle.campaign.values
     settings_only = {k: v for k, v in values.items() if k not in ("head_depth", "created_at", "updated_at")}
-    campaign = Campaign.objects.create(owner=owner, **settings_only | {"title": marked(values["title"])})
-    created = {"branches": []}
-    for row in bundle.tables["branches"]:
-        parent = row.links["parent"]
-        created["branches"].append(Branch.objects.create(
-            campaign=campaign, parent=None if parent is None else created["branches"][parent],
-            fork_depth=row.values.get("fork_depth", -1)))
-    _restore_times(Branch, bundle.tables["branches"], created["branches"])
-    created["nodes"] = _create(rows.BY_NAME["nodes"], bundle.tables["nodes"], created, campaign)
-    sources, renumber = _write_sources(campaign, bundle.tables["sources"], passages)
+    campaign = staging.transact(lambda: Campaign.objects.create(
+        owner=owner, staged=True, **settings_only | {"title": marked(values["title"])}), writes)
+    progress(1)
+    try:
+        sources = _write_rows(campaign, bundle, progress, writes)
+        head = bundle.campaign.links["head_branch"]
+        staging.transact(lambda: Campaign.every.filter(pk=campaign.pk).update(
+            head_branch=bundle.created["branches"][head], head_depth=values.get("head_depth", 0),
+            created_at=values.get("created_at") or campaign.created_at,
+            updated_at=values.get("updated_at") or campaign.updated_at), writes)
+        campaign.refresh_from_db()
+        _write_checkpoints(campaign, bundle.tables["checkpoints"], bundle.created, progress, writes)
+        return staging.publish(campaign), sources
+    except BaseException:
+        staging.discard(campaign.pk, writes)
+        raise
+
+
+def _write_rows(campaign, bundle, progress, writes):
+    created = bundle.created = {"branches": []}
+
+    def branches(batch):
+        for row in batch:
+            parent = row.links["parent"]
+            created["branches"].append(Branch.objects.create(
+                campaign=campaign, parent=None if parent is None else created["branches"][parent],
+                fork_depth=row.values.get("fork_depth", -1)))
+        _restore_times(Branch, batch, created["branches"][-len(batch):])
+
+    staging.in_batches(bundle.tables["branches"], branches, writes=writes, progress=progress)
+    created["nodes"] = _create(rows.BY_NAME["nodes"], bundle.tables["nodes"], created, campaign, progress, writes)
+    sources, renumber = _write_sources(campaign, bundle.tables["sources"], bundle.passages, progress, writes)
     for row in bundle.tables["snapshots"]:
         renumber(row.values.get("report") or {})
     for name in ("snapshots", "save_points", "canon_rules", "author_notes", "state_events"):
-        created[name] = _create(rows.BY_NAME[name], bundle.tables[name], created, campaign)
+        created[name] = _create(rows.BY_NAME[name], bundle.tables[name], created, campaign, progress, writes)
     for row in bundle.tables["state_records"]:
         rule = row.links.pop("canon_rule", None)
         if rule is not None:
             pk = created["canon_rules"][rule].pk
             row.values |= {"slot": f"canon:{pk}", "subject": str(pk)}
     for name in ("state_records", "recorder_runs", "rounds", "memories", "memory_runs", "recall_uses"):
-        created[name] = _create(rows.BY_NAME[name], bundle.tables[name], created, campaign)
-    head = created["branches"][bundle.campaign.links["head_branch"]]
-    Campaign.objects.filter(pk=campaign.pk).update(
-        head_branch=head, head_depth=values.get("head_depth", 0),
-        created_at=values.get("created_at") or campaign.created_at,
-        updated_at=values.get("updated_at") or campaign.updated_at,
-    )
-    campaign.refresh_from_db()
-    _write_checkpoints(campaign, bundle.tables["checkpoints"], created)
-    return campaign, sources
+        created[name] = _create(rows.BY_NAME[name], bundle.tables[name], created, campaign, progress, writes)
+    return sources
 
 
 def marked(title):
@@ -398,14 +433,19 @@ def marked(title):
     return title[:Campaign._meta.get_field("title").max_length - len(suffix)] + suffix
 
 
-def _create(table, checked, created, campaign):
-    """Bulk-create the rows of ``table``, each link resolved to a row this import created; return them."""
+def _create(table, checked, created, campaign, progress, writes):
+    """Bulk-create the rows of ``table`` in short transactions, each link resolved to a row this import created;
+    return them."""
     fixed = {"campaign": campaign} if any(f.name == "campaign" for f in table.model._meta.fields) else {}
     objects = [table.model(**fixed, **row.values, **{link: created[table.links[link][0]][position]
                                                      for link, position in row.links.items() if position is not None})
                for row in checked]
-    table.model.objects.bulk_create(objects, batch_size=500)
-    _restore_times(table.model, checked, objects)
+
+    def batch(pairs):
+        table.model.objects.bulk_create([obj for _, obj in pairs], batch_size=500)
+        _restore_times(table.model, [row for row, _ in pairs], [obj for _, obj in pairs])
+
+    staging.in_batches(list(zip(checked, objects)), batch, writes=writes, progress=progress)
     return objects
 
 
@@ -431,7 +471,7 @@ def _restore_times(model, checked, objects):
                                [value for pair in batch for value in pair])
 
 
-def _write_sources(campaign, checked, passages):
+def _write_sources(campaign, checked, passages, progress, writes):
     """Create the sources from their text and passages cut beforehand; return them and the prompt-record renumbering.
 
     A prompt record names sources and passages by the exporting install's
@@ -442,9 +482,15 @@ def _write_sources(campaign, checked, passages):
     sources, by_label, passage_ids = [], {}, {}
     for row, chunks in zip(checked, passages):
         fields = {k: v for k, v in row.values.items() if k != "imported_at"}
-        source = importer.restore_source(campaign, chunks=chunks, **fields)
-        if row.values.get("imported_at"):
-            Source.objects.filter(pk=source.pk).update(imported_at=row.values["imported_at"])
+
+        def restore():
+            source = importer.restore_source(campaign, chunks=chunks, **fields)
+            if row.values.get("imported_at"):
+                Source.objects.filter(pk=source.pk).update(imported_at=row.values["imported_at"])
+            return source
+
+        source = staging.transact(restore, writes)
+        progress(1)
         sources.append(source)
         if row.label is not None:
             by_label[row.label] = source.pk
@@ -481,17 +527,18 @@ def _objects(value):
     return [item for item in value if isinstance(item, dict)] if isinstance(value, list) else []
 
 
-def _write_checkpoints(campaign, checked, created):
+def _write_checkpoints(campaign, checked, created, progress, writes):
     """Create the carried summaries and fingerprint them against the imported story and its stable prefix.
 
     The fingerprint is computed here, from the story as imported: whatever
     the bundle claims, a summary is usable only on the story it now sits in.
     """
-    objects = _create(rows.BY_NAME["checkpoints"], checked, created, campaign)
+    objects = _create(rows.BY_NAME["checkpoints"], checked, created, campaign, progress, writes)
     prefix = context.prefix_hash(campaign)
     for checkpoint in objects:
         path = lineage.path_at(campaign.pk, checkpoint.branch_id, checkpoint.depth)
         checkpoint.stable_prefix_hash = prefix
         checkpoint.source_hash = checkpoints.source_hash(path, checkpoint.source_end, prefix)
-    Checkpoint.objects.bulk_update(objects, ["stable_prefix_hash", "source_hash"], batch_size=500)
+    staging.in_batches(objects, lambda batch: Checkpoint.objects.bulk_update(
+        batch, ["stable_prefix_hash", "source_hash"], batch_size=500), writes=writes)
 

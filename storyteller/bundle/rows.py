@@ -33,6 +33,7 @@ from campaigns.models import (
     StateRecord,
 )
 from campaigns.state.events import MAX_TEXT
+from campaigns.state.registry import json_problem
 from knowledge.models import Source
 from memory.models import Checkpoint, Memory, MemoryRun, RecallUse
 
@@ -78,8 +79,14 @@ _NAME = re.compile(r"[a-z][a-z0-9_]{0,39}")
 # Story time and world rules store structures (a trigger's conditions and effects, a routine's windows, a world's
 # triggers in one event): conditions nest at most four all/any/not deep (campaigns.state.time.triggers.MAX_NESTING),
 # which with a definition's own fields is at most sixteen levels from a payload or a record's data.
-_values = _text_tree(MAX_TEXT, most_items=1000, most_depth=16)
-_data = _text_tree(REASON_CHARS, most_items=1000, most_depth=16)
+def _values(value, where):
+    """An event's payload or a record's data: what the event pipeline stores, by its own limits (registry)."""
+    problem = json_problem(value)
+    if problem:
+        refuse(f"{where}{problem}.")
+
+
+_data = _values
 
 
 def _payload(value, where):
@@ -214,6 +221,21 @@ class Row:
     values: dict
     links: dict
     label: int | None = None
+
+
+# What one bundle may hold: its story's nodes (a 2,000-turn story has 4,001; 50,000 turns of short replies
+# still fit the byte limit) and its rows in all. Each import writes them in short transactions (staging).
+MAX_NODES = 100_000
+MAX_ROWS = 1_000_000
+
+
+def check_sizes(sizes):
+    """Refuse a bundle with more nodes, or rows in all, than an import writes."""
+    if sizes.get("nodes", 0) > MAX_NODES:
+        refuse(f"The bundle's story has {sizes['nodes']:,} nodes; a bundle holds at most {MAX_NODES:,} "
+               f"(about {MAX_NODES // 2:,} turns).")
+    if sum(sizes.values()) > MAX_ROWS:
+        refuse(f"The bundle holds {sum(sizes.values()):,} rows; a bundle holds at most {MAX_ROWS:,}.")
 
 
 def check_campaign(row, sizes):

@@ -103,9 +103,12 @@ class LiveApp:
                     "STORYTELLER_LLM_API": "ollama"}
         self._manage("migrate", "--noinput")
         self.people = json.loads(self._manage("shell", "-c", _SETUP).strip().splitlines()[-1])
+        # The app's log goes to a file: a pipe nobody read filled after some hundred model calls, and the app's
+        # next log line then blocked its event loop, every socket with it.
+        self.log = open(self.folder / "app.log", "wb")
         self.process = subprocess.Popen(
             [sys.executable, "-m", "daphne", "-b", "127.0.0.1", "-p", str(self.port), "storyteller.asgi:application"],
-            cwd=ROOT, env=self.env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+            cwd=ROOT, env=self.env, stdout=subprocess.DEVNULL, stderr=self.log)
         deadline = time.monotonic() + 30
         while time.monotonic() < deadline:
             try:
@@ -114,12 +117,17 @@ class LiveApp:
             except httpx.HTTPError:
                 time.sleep(0.2)
         self.process.kill()
-        raise RuntimeError("the app did not start: " + self.process.stderr.read().decode()[-2000:])
+        raise RuntimeError("the app did not start: " + self.output()[-2000:])
 
     def __exit__(self, *exc):
         self.process.terminate()
         self.process.wait(timeout=10)
+        self.log.close()
         shutil.rmtree(self.folder, ignore_errors=True)
+
+    def output(self):
+        """Return what the app has logged so far."""
+        return (self.folder / "app.log").read_text(errors="replace")
 
     def _manage(self, *args):
         return subprocess.run([sys.executable, "manage.py", *args], cwd=ROOT, env=self.env, check=True,
@@ -206,11 +214,17 @@ class Socket:
 
 def play_turn(sock, text):
     """Send an action and return the seconds until the frame that ends the turn (it carries the outcome)."""
+    return played(sock, text)[0]
+
+
+def played(sock, text):
+    """Send an action; return (the seconds until the frame that ends the turn, the outcome it carries)."""
     started = time.perf_counter()
     sock.send(json.dumps({"mode": "do", "text": text}))
-    while 'id="turn-outcome"' not in sock.receive():
+    while 'id="turn-outcome"' not in (frame := sock.receive()):
         pass
-    return time.perf_counter() - started
+    outcome = frame.split('data-outcome="', 1)[1].split('"', 1)[0]
+    return time.perf_counter() - started, outcome
 
 
 @dataclass
@@ -267,6 +281,18 @@ def lying(data, claimed):
     return bytes(data)
 
 
+def follow_import(client, url, seconds=600):
+    """Ask an import's progress page every half second, as the page does, until it sends the person on; return
+    the last answer (the play page's redirect, or the page saying why the import stopped)."""
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        response = client.get(url)
+        if response.status_code != 200 or "import stopped" in response.text:
+            return response
+        time.sleep(0.5)
+    raise TimeoutError(f"the import at {url} was still being written after {seconds} s")
+
+
 def run(app, uploads, idle_turns=3):
     """Play while each upload runs; return (idle turn seconds, [Outcome])."""
     player = app.socket("player")
@@ -287,7 +313,10 @@ def _during(app, player, name, url, files):
         started = time.perf_counter()
         data = {"classification": "reference"} if "files" in files else {}
         response = importer.post(url, files=files, data=data)
-        answer.update(status=response.status_code, seconds=time.perf_counter() - started, text=response.text)
+        status = response.status_code
+        if status == 302 and response.headers["location"].startswith("/imports/"):
+            response = follow_import(importer, response.headers["location"])
+        answer.update(status=status, seconds=time.perf_counter() - started, text=response.text)
         done.set()
 
     with PeakMemory(app.process.pid) as memory:

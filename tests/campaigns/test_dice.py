@@ -1,5 +1,7 @@
 """Dice (seed 002 骰子; WP2 scenario 11): notation, checks whose bands cover every roll, seeded rolls — pure."""
 
+import time
+
 import pytest
 
 from campaigns.state.time import dice
@@ -149,3 +151,69 @@ def test_a_roll_describes_itself():
 def test_a_roll_refuses_a_bonus_that_is_not_a_whole_number():
     with pytest.raises(Refused, match="only whole numbers"):
         dice.roll("1d6", seed=(1, 1, 0), bonus=0.5)
+
+
+# --- bounded work (issue 22: 2,500 bands over 100d1000 held the write lock for 37 s) ------------------------------
+
+
+def _banded(dice_text, count, low, high):
+    """Return a definition of ``count`` bands that tile ``low``..``high`` exactly."""
+    size = (high - low + 1) // count
+    bands = []
+    for index in range(count):
+        start = low + index * size
+        end = high if index == count - 1 else start + size - 1
+        bands.append({"label": f"b{index}", "outcome": f"outcome {index}", "min": start, "max": end})
+    return {"definition": {"dice": dice_text, "bands": bands}}
+
+
+def test_the_largest_accepted_check_is_checked_in_milliseconds():
+    started = time.perf_counter()
+    check = dice.parse_check("big", _banded("100d1000", dice.MAX_BANDS, 100, 100_000))
+    assert time.perf_counter() - started < 0.05
+    assert len(check.bands) == dice.MAX_BANDS
+
+
+def test_a_check_with_more_bands_than_the_limit_is_refused_naming_it():
+    started = time.perf_counter()
+    with pytest.raises(Refused, match=f"at most {dice.MAX_BANDS} bands, not 2,500"):
+        dice.parse_check("big", _banded("100d1000", 2500, 100, 100_000))
+    assert time.perf_counter() - started < 0.05
+
+
+def test_gaps_and_overlaps_are_still_found_exactly_on_huge_dice():
+    definition = _banded("100d1000", 10, 100, 100_000)
+    definition["definition"]["bands"][3]["max"] -= 5  # a gap of five values
+    definition["definition"]["bands"][6]["max"] += 2  # an overlap of two
+    with pytest.raises(Refused) as refused:
+        dice.parse_check("big", definition)
+    message = str(refused.value)
+    gap_end = definition["definition"]["bands"][4]["min"] - 1
+    assert f"{gap_end - 4}–{gap_end} fall in no band" in message
+    overlap = definition["definition"]["bands"][7]["min"]
+    assert f"{overlap} falls in 2 bands (b6, b7)" in message and f"{overlap + 1} falls in 2 bands" in message
+
+
+@pytest.mark.parametrize("notation", ["1" * 5000 + "d6", "2d" + "9" * 4400, "2d6+" + "1" * 4400, "2d6>=" + "7" * 5000])
+def test_notation_with_thousands_of_digits_is_refused_in_words(notation):
+    with pytest.raises(Refused, match="dice notation"):
+        dice.parse_dice(notation)
+
+
+@pytest.mark.parametrize("field, value", [("target", 10 ** 5000), ("target", "7"), ("min", 10 ** 40), ("max", True)],
+                         ids=["target-5000-digits", "target-text", "min-40-digits", "max-true"])
+def test_numbers_out_of_bounds_in_a_check_are_refused_naming_the_field(field, value):
+    definition = {"dice": "2d6", "compare": "over", "target": 7, "bands": [
+        {"label": "fail", "outcome": "no", "max": -1}, {"label": "hit", "outcome": "yes", "min": 0}]}
+    if field == "target":
+        definition["target"] = value
+    else:
+        definition["bands"][0][field] = value
+    with pytest.raises(Refused, match=field if field == "target" else "min and max"):
+        dice.parse_check("c", {"definition": definition})
+
+
+@pytest.mark.parametrize("definition", [[1, 2], "2d6", {"dice": "2d6", "bands": "fail"}, {"dice": ["2d6"], "bands": []}])
+def test_a_definition_of_the_wrong_shape_is_refused(definition):
+    with pytest.raises(Refused):
+        dice.parse_check("c", {"definition": definition})

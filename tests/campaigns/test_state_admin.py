@@ -1,5 +1,8 @@
 """The admin: corrections go through the typed event pipeline, state rows are never edited directly."""
 
+import html
+
+import pytest
 from django.urls import reverse
 
 from campaigns.models import StateEvent, StateRecord
@@ -60,3 +63,21 @@ def test_the_admin_lists_places_exits_and_items_with_filters(admin_client, admin
         "data": '{"ignore_exits": true}'})
     assert response.status_code == 302
     assert state(campaign).location_of("aldric") == "tower"
+
+
+@pytest.mark.parametrize("data, words", [
+    ("[" * 5000 + "]" * 5000, "nested more than 24 levels"),
+    ('{"n": ' + "7" * 5000 + "}", "5,000 digits long"),
+    ('{"triggers": [{"id": "t", "beat": "' + "x" * 2001 + '"}]}', "at most 2,000 fit there"),
+], ids=["deep", "digits", "long-text"])
+def test_an_admin_correction_holds_the_bounded_reader_and_the_pipelines_limits(admin_client, campaign, data, words):
+    response = admin_client.post(reverse("admin:campaigns_stateevent_add"), {
+        "campaign": campaign.pk, "type": "trigger_define", "subject": "", "object": "", "value": "", "aliases": "",
+        "data": data})
+    page = response.content.decode()
+    assert response.status_code in (200, 302) and "Traceback" not in page
+    if response.status_code == 200:
+        assert words in html.unescape(page), page[-3000:]
+    else:  # read, then refused by the pipeline: kept as a rejected correction with its reason
+        event = StateEvent.objects.latest("pk")
+        assert event.status == StateEvent.Status.REJECTED and words in event.reason, event.reason

@@ -9,6 +9,7 @@ from campaigns.state import state_at
 from campaigns.state.world import world
 from campaigns import lineage
 from tests.campaigns.test_world import document
+from tests.imports import finished_import
 
 HTMX = {"HTTP_HX_REQUEST": "true"}
 
@@ -121,8 +122,10 @@ def test_a_new_campaign_starts_from_a_world_file_on_the_new_campaign_page(client
     page = client_of.get(reverse("campaign_create")).content.decode()
     assert 'enctype="multipart/form-data"' in page and 'name="world"' in page
     response = client_of.post(reverse("campaign_create"), {**STYLE, "title": "", "world": upload(document())})
+    assert response.status_code == 302 and response.url.startswith("/imports/")
+    where = finished_import(client_of, response.url)
     campaign = Campaign.objects.get()
-    assert response.status_code == 302 and response.url == reverse("play", args=[campaign.pk])
+    assert where == reverse("play", args=[campaign.pk])
     assert campaign.title == "Lantern Keep" and campaign.owner == owner
     assert world.find_exit(state_at(lineage.path_of(campaign), campaign), "corridor", "Vault").state == "locked"
 

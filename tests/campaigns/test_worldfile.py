@@ -110,7 +110,7 @@ def test_a_malformed_world_file_is_refused_with_its_reason_and_nothing_is_stored
 def test_bad_json_and_a_file_over_ten_mebibytes_are_refused_before_anything_is_read():
     with pytest.raises(worldfile.WorldRefused) as bad:
         worldfile.read(b'{"places": [}')
-    assert bad.value.reasons == ["the file is not valid JSON: Expecting value at line 1, column 13"]
+    assert bad.value.reasons == ["the file is not valid JSON (there is a mistake at line 1, column 13)"]
     with pytest.raises(worldfile.WorldRefused) as big:
         worldfile.read(b" " * (worldfile.MAX_BYTES + 1))
     assert big.value.reasons == [f"the file is {worldfile.MAX_BYTES + 1:,} bytes; a world file may be at most "

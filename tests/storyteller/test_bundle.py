@@ -15,6 +15,7 @@ from storyteller import bundle, context
 from storyteller.context import Action
 from storyteller.steps import compaction
 from tests.campaigns.test_lineage import act
+from tests.imports import finished_import
 from tests.knowledge.conftest import import_fixture
 
 
@@ -211,7 +212,9 @@ def test_export_downloads_and_import_creates_a_new_campaign(client, owner, rich)
     from django.core.files.uploadedfile import SimpleUploadedFile
 
     imported = client.post("/campaigns/import/", {"bundle": SimpleUploadedFile("b.zip", response.content)})
-    assert imported.status_code == 302 and Campaign.objects.filter(owner=owner).count() == 2
+    assert imported.status_code == 302 and imported["Location"].startswith("/imports/")
+    assert finished_import(client, imported["Location"]).startswith("/campaigns/")
+    assert Campaign.objects.filter(owner=owner).count() == 2
     refused = client.post("/campaigns/import/", {"bundle": SimpleUploadedFile("b.json", b"{}")})
     assert refused.status_code == 400 and "not a Storyteller campaign bundle" in refused.content.decode()
     assert client.get("/campaigns/import/").status_code == 405

@@ -392,3 +392,22 @@ async def test_a_60_turn_story_of_4000_token_replies_still_updates_the_page(camp
     biggest = max(len(frame.encode()) for frame in frames)
     assert biggest < len(long_reply) + 16_000, f"a frame of {biggest:,} bytes: more than the new nodes"
     await communicator.disconnect()
+
+
+async def test_a_reply_over_a_mebibyte_ends_its_turn_with_a_frame_daphne_accepts(campaign, owner, narrator_server):
+    # Daphne refuses frames over 1 MiB: a reply this long once left the page stuck with the reply saved (issue 22).
+    # 4,000 characters a token: 200 tokens (the campaign's limit) escape to more than a mebibyte of HTML.
+    chunks = [("The tide rolls in & out <again>. " * 125)[:4000] for _ in range(300)]
+    reply = "".join(chunks)
+    narrator_server.script(chunks)
+    communicator, connected = await connect(campaign, owner)
+    assert connected
+    await communicator.send_json_to({"mode": "do", "text": "wait for the tide"})
+    frames = await frames_until_end(communicator, timeout=60)
+    end = frames[-1]
+    assert outcome_of(end) == "committed"
+    assert len(end.encode()) < 1024 * 1024 and 'id="story-refresh"' in end, len(end.encode())
+    assert all(len(frame.encode()) < 1024 * 1024 for frame in frames)
+    await communicator.disconnect()
+    saved = await sync_to_async(lambda: Node.objects.filter(campaign=campaign, role=Node.Role.NARRATOR).get().text)()
+    assert len(saved) >= 800_000 and reply.startswith(saved)  # saved whole, up to the campaign's token limit

@@ -155,8 +155,28 @@ def test_a_malformed_script_is_refused_whole_and_writes_nothing(db, tmp_path, ca
     with pytest.raises(CommandError) as refused:
         run("story", "append", "--campaign", str(campaign.pk), str(script))
     message = str(refused.value)
-    assert "line 2 is not JSON" in message and "line 3: action.mode must be one of" in message
+    assert "line 2 is not valid JSON" in message and "line 3: action.mode must be one of" in message
     assert "line 4: reply must be the narrator's text" in message and "line 4: events must be a list" in message
+    campaign.refresh_from_db()
+    assert campaign.head_depth == 0 and not StateEvent.objects.exists()
+
+
+def test_a_script_holds_the_play_pages_and_the_story_trees_limits_and_the_bounded_reader(db, tmp_path, campaign):
+    script = tmp_path / "long.jsonl"
+    script.write_text("\n".join([
+        json.dumps({"action": {"mode": "do", "text": "x" * 4001}, "reply": "y"}),
+        json.dumps({"action": {"mode": "do", "text": "x", "direction": "d" * 1001}, "reply": "y"}),
+        json.dumps({"action": {"mode": "do", "text": "x"}, "reply": "y" * 100_001}),
+        '{"action": ' + "[" * 5000 + "]" * 5000 + "}",
+        '{"action": {"mode": "do", "text": "x"}, "reply": "y", "n": ' + "7" * 5000 + "}",
+    ]))
+    with pytest.raises(CommandError) as refused:
+        run("story", "append", "--campaign", str(campaign.pk), str(script))
+    message = str(refused.value)
+    assert "line 1: action.text: Your action is 4,001 characters long" in message
+    assert "line 2: action.direction: The direction is 1,001 characters long" in message
+    assert "line 3: reply: Ensure this value has at most 100000 characters" in message
+    assert "line 4 is nested more than 24 levels deep" in message and "line 5 holds a number 5,000 digits" in message
     campaign.refresh_from_db()
     assert campaign.head_depth == 0 and not StateEvent.objects.exists()
 

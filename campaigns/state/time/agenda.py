@@ -17,7 +17,7 @@ they should be; routine-less characters off stage during a skip are queued
 
 from dataclasses import dataclass, field
 
-from . import calendar
+from . import calendar, clock
 from .rules import Refused, write
 
 ENGAGEMENT_STATUSES = ("pending", "kept", "missed", "cancelled")
@@ -155,9 +155,9 @@ def new_engagement(data, *, now_ms, tz, cal=None, known=None):
         reasons.append("an engagement names no one (who)")
     at = None
     try:
-        at = _instant(data.get("at"), now_ms, tz, cal)
+        at = _instant(data.get("at"), "at", now_ms, tz, cal)
     except Refused as error:
-        reasons.append(f"at: {error}")
+        reasons.append(str(error))
     place = str(data.get("place") or "").strip()
     if known is not None:
         reasons += [f"unknown {role} {key!r}" for role, key in [*(("character", k) for k in who), ("place", place)]
@@ -188,7 +188,7 @@ def edit_engagement(current, change, *, source, now_ms, tz, cal=None):
                           "decides whether one was kept")
         fields["status"] = status
     if change.get("at") is not None:
-        fields["at"] = _instant(change["at"], now_ms, tz, cal)
+        fields["at"] = _instant(change["at"], "at", now_ms, tz, cal)
     if change.get("place") is not None:
         fields["place"] = str(change["place"]).strip()
     if change.get("what"):
@@ -280,7 +280,7 @@ def _intent_fields(data, now_ms, tz, cal):
                 raise Refused(f"{name} is {value!r}; it is a whole number from 1 (least) to 5 (most)")
             fields[name] = value
     if data.get("deadline") is not None:
-        fields["deadline"] = _instant(data["deadline"], now_ms, tz, cal)
+        fields["deadline"] = _instant(data["deadline"], "deadline", now_ms, tz, cal)
     if data.get("type"):
         fields["type"] = str(data["type"]).strip()[:120]
     return fields
@@ -446,15 +446,11 @@ def catch_up_plan(characters, at, *, routines, locations, cursors, protagonist_p
 
 
 def _keys(value):
-    items = [value] if isinstance(value, str) else list(value or [])
-    return [str(item).strip() for item in items if str(item).strip()]
+    items = [value] if isinstance(value, str) else value if isinstance(value, list) else []
+    return [str(item).strip()[:MAX_TEXT] for item in items if str(item).strip()]
 
 
-def _instant(value, now_ms, tz, cal):
-    if isinstance(value, bool):
-        raise Refused(f"{value!r} is not a time")
-    if isinstance(value, int):
-        return value
-    if not value:
-        raise Refused("no time given")
-    return calendar.parse_instant(value, now_ms=now_ms, tz=tz, calendar=cal)
+def _instant(value, what, now_ms, tz, cal):
+    if value in (None, ""):
+        raise Refused(f"{what}: no time given")
+    return clock.instant(value, what, now_ms=now_ms, tz=tz, cal=cal)

@@ -40,6 +40,8 @@ DAY_MS = 86_400_000
 # How far ahead a repeating rule is searched for its next day: every rule of the
 # grammar repeats within four years (the 29th of February is the longest).
 HORIZON_DAYS = 4 * 366 + 1
+# Festivals and markers of one calendar, and exclusions of one festival.
+MAX_ENTRIES = 200
 
 
 def zone(name):
@@ -260,11 +262,27 @@ def _clean(text):
     return _LEAD.sub("", text)
 
 
+# The longest rule or instant read: "the second Wednesday of September 2031 at 11:30 pm" is 50 characters, a
+# range of two such days about 100. Longer text is refused before any pattern is tried.
+MAX_RULE = 200
+
+
+def _bounded(text, what):
+    """Return ``text`` as a string a pattern may read, or refuse a value that is not text or is far too long."""
+    if isinstance(text, bool) or not isinstance(text, (str, int)):
+        raise Refused(f"{what} must be text such as '14 March 2031', not {type(text).__name__}")
+    text = str(text)
+    if len(text) > MAX_RULE:
+        raise Refused(f"{what} is {len(text):,} characters long; a day or a time is written in at most {MAX_RULE}")
+    return text
+
+
 def parse_rule(text, calendar=None):
     """Return the Rule (a set of days) that ``text`` names, or refuse with the forms it could take.
 
     ``calendar`` resolves festival and marker names; without one a name is refused.
     """
+    text = _bounded(text, "a day")
     rule = _rule(_clean(text), calendar)
     if rule is None:
         raise Refused(f"cannot read {str(text)!r} as a day: write a date ('14 March 2031', '2031-03-14', "
@@ -276,15 +294,13 @@ def parse_rule(text, calendar=None):
 def _rule(text, calendar):
     if calendar is not None and calendar.entry(text) is not None:
         return Named(text)
-    for kind, pattern in _PATTERNS:
-        found = pattern.fullmatch(text)
-        if found:
-            return _BUILD[kind](found.groups())
-    if _WEEKDAY_LIST.fullmatch(text):
-        return Weekdays(frozenset(WEEKDAYS[name] for name in _WEEKDAY_WORD.findall(text)))
+    day = _day(text)
+    if day is not None:
+        return day
     span = _SPAN.fullmatch(text)
     if span:
-        start, end = _rule(_clean(span.group(1)), None), _rule(_clean(span.group(2)), None)
+        # A range's ends are single days, read without looking for ranges again: "a to a to …" recursed once per "to".
+        start, end = _day(_clean(span.group(1))), _day(_clean(span.group(2)))
         if isinstance(start, On) and isinstance(end, On):
             if (start.year is None) != (end.year is None):
                 raise Refused(f"the range {text!r} gives a year at one end only; give both or neither")
@@ -292,6 +308,17 @@ def _rule(text, calendar):
                 raise Refused(f"the range {text!r} ends before it starts")
             return Span(start, end)
     return Named(text) if calendar is STORED and text else None
+
+
+def _day(text):
+    """Return the Rule of one day, month, season or set of weekdays of the grammar (no range, no name), or None."""
+    for kind, pattern in _PATTERNS:
+        found = pattern.fullmatch(text)
+        if found:
+            return _BUILD[kind](found.groups())
+    if _WEEKDAY_LIST.fullmatch(text):
+        return Weekdays(frozenset(WEEKDAYS[name] for name in _WEEKDAY_WORD.findall(text)))
+    return None
 
 
 class _Stored:
@@ -355,7 +382,7 @@ def parse_time(text, *, end=False):
 
     ``end``: the end of a window may be "24:00" (midnight at the end of the day).
     """
-    clean = " ".join(str(text or "").lower().split())
+    clean = " ".join(_bounded(text or "", "a time of day").lower().split())
     found = _TIME.fullmatch(clean)
     if not found:
         raise Refused(f"cannot read {str(text)!r} as a time of day; write it as '07:00', '7am' or '8:30 pm'")
@@ -397,7 +424,7 @@ def parse_instant(text, *, now_ms, tz, calendar=None):
     such time). A day without a year is its next occurrence from ``now_ms``; a
     day without a time is its midnight.
     """
-    raw = " ".join(str(text or "").lower().split())
+    raw = " ".join(_bounded(text or "", "a date and time").lower().split())
     iso = _ISO_INSTANT.fullmatch(raw)
     if iso:
         return _iso_instant(iso, text, tz)
@@ -496,10 +523,12 @@ def parse_days(days):
     """
     if not days:
         return frozenset()
-    items = [days] if isinstance(days, str) else list(days)
+    if not isinstance(days, (str, list)):
+        raise Refused(f"days must be text or a list of days of the week, not {type(days).__name__}")
+    items = [days] if isinstance(days, str) else days
     chosen = set()
     for item in items:
-        text = _clean(str(item))
+        text = _clean(_bounded(item, "a day of the week"))
         span = _DAY_RANGE.fullmatch(text)
         if span:
             first, last = WEEKDAYS[span.group(1)], WEEKDAYS[span.group(2)]
@@ -561,6 +590,8 @@ class Window:
 
 def parse_window(data, calendar=None):
     """Return the Window of ``{"start", "end", "days", "on"}``, or refuse with every reason at once."""
+    if not isinstance(data, dict):
+        raise Refused(f"a window is an object {{start, end, days, on}}, not {type(data).__name__}")
     reasons = []
     start = end = 0
     days, on = frozenset(), ()
@@ -581,6 +612,9 @@ def parse_window(data, calendar=None):
         reasons.append(str(error))
     markers = data.get("on") or []
     rules = []
+    if not isinstance(markers, (str, list)):
+        reasons.append(f"on must be a day or a list of days, not {type(markers).__name__}")
+        markers = []
     for marker in [markers] if isinstance(markers, str) else markers:
         try:
             rules.append(parse_rule(marker, calendar))
@@ -638,18 +672,24 @@ def load_calendar(data):
     an exclusion is a year or any day of the grammar; rules may not name other festivals.
     """
     data = data or {}
+    if not isinstance(data, dict):
+        raise Refused("the calendar is refused: it is an object {hemisphere, festivals, markers}")
     reasons = []
     hemisphere = data.get("hemisphere", "north")
-    if hemisphere not in HEMISPHERES:
-        reasons.append(f"hemisphere {hemisphere!r} is not north or south")
+    if not isinstance(hemisphere, str) or hemisphere not in HEMISPHERES:
+        reasons.append(f"hemisphere {str(hemisphere)[:40]!r} is not north or south")
     entries, seen = [], set()
     for section, festival in (("festivals", True), ("markers", False)):
-        for index, item in enumerate(data.get(section) or []):
+        items = data.get(section) or []
+        if not isinstance(items, list) or len(items) > MAX_ENTRIES:
+            reasons.append(f"{section} must be a list of at most {MAX_ENTRIES} {{name, rule, except}}")
+            continue
+        for index, item in enumerate(items):
             where = f"{section}[{index}]"
             if not isinstance(item, dict) or not str(item.get("name") or "").strip():
                 reasons.append(f"{where} has no name")
                 continue
-            name = " ".join(str(item["name"]).split())
+            name = " ".join(str(item["name"]).split())[:MAX_RULE]
             if name.lower() in seen:
                 reasons.append(f"{where}: {name!r} is named twice")
             seen.add(name.lower())
@@ -668,7 +708,11 @@ def load_calendar(data):
 def _as_list(value):
     if value is None:
         return []
-    return [value] if isinstance(value, (str, int)) else list(value)
+    if isinstance(value, (str, int)) and not isinstance(value, bool):
+        return [value]
+    if not isinstance(value, list) or len(value) > MAX_ENTRIES:
+        raise Refused(f"except is a day, a year or a list of at most {MAX_ENTRIES} of them")
+    return value
 
 
 # --- words --------------------------------------------------------------------------------------------------------

@@ -13,6 +13,7 @@ raises ``Refused`` with the reason.
 """
 
 from dataclasses import dataclass, field, replace
+from datetime import datetime, timezone
 
 from . import calendar
 from .rules import Refused, write
@@ -24,6 +25,13 @@ MAX_ROUND_SECONDS = 86_400
 MAX_SKIP_DAYS = 30
 # Seed 002 时间: the game master hears of an absence of "至少五分钟" (five minutes or more) in real mode.
 ABSENCE_SECONDS = 300
+# Story time's one range, in UTC ms: every instant a world file, a correction or a rule carries is checked
+# against it where it comes in (``instant``), and the clock never leaves it. Python's dates end in 9999; a
+# repeating rule looks up to four years ahead (calendar.HORIZON_DAYS), so the range ends five years before.
+# It starts on the second day of year 1 so every time zone's local reading stays a date. Issue 25 makes every
+# part of the engine keep dates before 1970; this range is the one place that says which dates exist.
+EARLIEST_MS = calendar.to_ms(datetime(1, 1, 2, tzinfo=timezone.utc))
+LATEST_MS = calendar.to_ms(datetime(9994, 12, 31, tzinfo=timezone.utc))
 # The events a clock change is recorded as; their rows are the time log.
 EVENT_TYPES = ("clock_start", "elapse", "skip", "real", "resync", "clock_mode")
 
@@ -97,7 +105,39 @@ class Step:
         return (self.log["to"] - self.log["from"]) // 1000
 
 
+def within(ms, what):
+    """Return ``ms`` when it is an instant of story time's range, or refuse naming ``what`` and the range."""
+    if isinstance(ms, bool) or not isinstance(ms, int) or not EARLIEST_MS <= ms <= LATEST_MS:
+        shown = "not a whole number of milliseconds" if not isinstance(ms, int) or isinstance(ms, bool) else (
+            "before" if ms < EARLIEST_MS else "after")
+        if shown in ("before", "after"):
+            shown = f"{shown} story time's range"
+        raise Refused(f"{what} is {shown}: story time runs from {_edge(EARLIEST_MS)} to {_edge(LATEST_MS)} (UTC)")
+    return ms
+
+
+def instant(value, what, *, now_ms, tz, cal=None):
+    """Return the UTC ms of ``value`` (ms, or words or ISO read in ``tz``), within story time's range, or refuse
+    naming ``what``: the one reading of every instant a world file, a correction or a rule gives."""
+    if isinstance(value, bool) or not isinstance(value, (int, str)) or value == "":
+        raise Refused(f"{what} must be a date and time (words or ISO, e.g. 2031-03-14T19:00), not {value!r}"[:200])
+    try:
+        ms = value if isinstance(value, int) else calendar.parse_instant(value, now_ms=now_ms, tz=tz, calendar=cal)
+    except (OverflowError, ValueError) as error:  # a date the calendar cannot hold in that time zone
+        if isinstance(error, Refused):
+            raise Refused(f"{what}: {error}") from None
+        ms = LATEST_MS + 1
+    return within(ms, what)
+
+
+def _edge(ms):
+    when = datetime.fromtimestamp(ms / 1000, tz=timezone.utc)
+    return f"{when.day} {calendar.MONTH_NAMES[when.month]} {when.year}"
+
+
 def _step(kind, before, after, *, turn, round, notice="", **extra):
+    if not EARLIEST_MS <= after.at <= LATEST_MS:
+        raise Refused(f"story time would pass {_edge(LATEST_MS)}, where story time ends; nothing was moved")
     log = {"type": kind, "turn": turn, "round": round, "from": before.at if before else after.at, "to": after.at,
            **extra}
     return Step(after, log, notice, [after.write()])
@@ -115,7 +155,7 @@ def start(settings, *, created_ms, starting_time=None, turn=0, round=0):
         raise Refused("a real clock follows the wall clock and cannot start at a world's starting_time; "
                       "choose the simulated clock mode, or remove starting_time")
     if starting_time:
-        at = calendar.parse_instant(starting_time, now_ms=created_ms, tz=settings.time_zone)
+        at = instant(starting_time, "starting_time", now_ms=created_ms, tz=settings.time_zone)
     else:
         at = created_ms - created_ms % 60_000
     clock = Clock(at, settings.mode, settings.time_zone, simulated_used=bool(starting_time))

@@ -8,9 +8,12 @@ roller's variable when it names one, compares it with a target
 (``absolute``: the value itself; ``over``: how far above the target;
 ``under``: how far below it) and finds the one band holding the result.
 A check is refused when some possible roll lands in no band or in two —
-found by enumerating every possible value exactly — or when a band could
-never be rolled; a check whose result depends on a variable or a target
-given at the time is checked when it is rolled. A roll is seeded by the
+found exactly from the possible values, which are one run of whole numbers,
+and the bands' edges, so its cost grows with the bands and not with the
+dice — or when a band could never be rolled; a check whose result depends
+on a variable or a target given at the time is checked when it is rolled.
+Every number a check carries is bounded (``MAX_BANDS`` bands, targets and
+band edges within ``MAX_VALUE``), so defining one costs microseconds. A roll is seeded by the
 campaign, the node it belongs to and its index there, so a retry of the
 same reply rolls the same dice.
 """
@@ -19,16 +22,24 @@ import random
 import re
 from dataclasses import dataclass
 
-from .rules import Refused, write
+from .rules import Refused, shown, write
 
 MAX_DICE = 100
 MAX_SIDES = 1000
 MAX_MODIFIER = 10_000
+# A check's outcomes: real ones have three to six bands (fail, partial, success…); 2,500 bands over
+# 100d1000 once held SQLite's write lock for 37 s (issue 22).
+MAX_BANDS = 50
+# Targets and band edges: far beyond any roll (100 dice of 1,000 sides read at most 100,000).
+MAX_VALUE = 1_000_000_000
+# The longest notation read: "100d1000kh99+10000-10000>=1000" is 30 characters.
+MAX_NOTATION = 60
 COMPARES = ("absolute", "over", "under")
 INITIATORS = ("player", "agent")
 MAX_TEXT = 500
-_NOTATION = re.compile(r"(\d+)d(\d+)(?:(kh|kl)(\d+))?((?:[+-]\d+)*)(?:>=(\d+))?")
-_MODIFIER = re.compile(r"[+-]\d+")
+# Digits are bounded in the pattern: int() of thousands of digits costs quadratic time, then refuses.
+_NOTATION = re.compile(r"(\d{1,6})d(\d{1,6})(?:(kh|kl)(\d{1,6}))?((?:[+-]\d{1,6}){0,8})(?:>=(\d{1,6}))?")
+_MODIFIER = re.compile(r"[+-]\d{1,6}")
 _FORMS = "write NdM with optional khK/klK, +m/-m and >=T, e.g. 2d6, 4d6kh3, 1d20+5, 10d10>=7"
 
 
@@ -65,7 +76,7 @@ class Dice:
         return low + self.modifier, high + self.modifier
 
     def possible(self):
-        """Return every value this roll can read, in order: the exact enumeration band checks use."""
+        """Return every value this roll can read, in order (one run: see ``span``)."""
         low, high = self.span()
         return range(low, high + 1)
 
@@ -73,6 +84,8 @@ class Dice:
 def parse_dice(text):
     """Return the Dice that notation ``text`` names, or refuse with what notation looks like."""
     clean = "".join(str(text or "").lower().split())
+    if len(clean) > MAX_NOTATION:
+        raise Refused(f"dice notation is at most {MAX_NOTATION} characters, not {len(clean):,}: {_FORMS}")
     found = _NOTATION.fullmatch(clean)
     if not found:
         raise Refused(f"invalid dice notation {str(text)!r}: {_FORMS}")
@@ -147,7 +160,10 @@ def parse_check(key, data, *, variables=None):
     key = str(key or "").strip().lower()
     if not key or ":" in key:
         reasons.append("a check needs a key without ':'")
-    definition = data.get("definition", data) if isinstance(data, dict) else {}
+    definition = data.get("definition", data) if isinstance(data, dict) else None
+    if not isinstance(definition, dict):
+        raise Refused(f"check {key or '?'!r} is refused: its definition must be an object {{dice, compare, target, "
+                      "variable, bands}")
     try:
         dice = parse_dice(definition.get("dice"))
     except Refused as error:
@@ -163,9 +179,10 @@ def parse_check(key, data, *, variables=None):
     if compare not in COMPARES:
         reasons.append(f"compare {compare!r} is not one of {', '.join(COMPARES)}")
     target = definition.get("target")
-    if target is not None and (isinstance(target, bool) or not isinstance(target, int)):
-        reasons.append(f"target {target!r} is not a whole number")
-    variable = str(definition.get("variable") or "").strip().lower()
+    if target is not None and not _whole(target):
+        reasons.append(f"target {shown(target)} is not a whole number from {-MAX_VALUE:,} to {MAX_VALUE:,}")
+        target = None
+    variable = str(definition.get("variable") or "").strip().lower()[:MAX_TEXT]
     if variable and variables is not None and variable not in variables:
         reasons.append(f"the check adds the variable {variable!r}, which is not a number variable of characters")
     bands = _bands(definition.get("bands"), reasons)
@@ -182,9 +199,19 @@ def parse_check(key, data, *, variables=None):
     return check
 
 
+def _whole(value):
+    return isinstance(value, int) and not isinstance(value, bool) and -MAX_VALUE <= value <= MAX_VALUE
+
+
 def _bands(items, reasons):
     if not items:
         reasons.append("a check needs bands")
+        return []
+    if not isinstance(items, list):
+        reasons.append("bands must be a list of {label, outcome, min, max}")
+        return []
+    if len(items) > MAX_BANDS:
+        reasons.append(f"a check has at most {MAX_BANDS} bands, not {len(items):,}")
         return []
     bands = []
     for index, item in enumerate(items):
@@ -195,12 +222,13 @@ def _bands(items, reasons):
         if not outcome:
             reasons.append(f"band {label or index + 1!r} has no outcome (what happens when it is rolled)")
         low, high = item.get("min"), item.get("max")
-        if any(v is not None and (isinstance(v, bool) or not isinstance(v, int)) for v in (low, high)):
-            reasons.append(f"band {label or index + 1!r}: min and max are whole numbers")
+        if any(v is not None and not _whole(v) for v in (low, high)):
+            reasons.append(f"band {label or index + 1!r}: min and max are whole numbers from {-MAX_VALUE:,} to "
+                           f"{MAX_VALUE:,}")
             continue
         if low is not None and high is not None and low > high:
             reasons.append(f"band {label!r} ends ({high}) before it starts ({low})")
-        bands.append(Band(label, outcome[:MAX_TEXT], low, high))
+        bands.append(Band(label[:MAX_TEXT], outcome[:MAX_TEXT], low, high))
     return bands
 
 
@@ -212,22 +240,44 @@ def _compared(check, read, target):
     return read
 
 
+def _reach(check, shift, target):
+    """Return (lowest, highest) compared value of ``check``'s rolls moved by ``shift``: every whole value between
+    is possible, since the reads are one run and comparing with a target moves or mirrors them."""
+    low, high = check.dice.span()
+    ends = (_compared(check, low + shift, target), _compared(check, high + shift, target))
+    return min(ends), max(ends)
+
+
+def _segments(check, first, last):
+    """Yield (start, end, the labels of the bands holding it) for the runs of [first, last] the bands' edges cut.
+
+    Within a run every value lies in the same bands, so the checks look at
+    one value per run: at most twice as many runs as bands, whatever the dice.
+    """
+    cuts = {first, last + 1}
+    for band in check.bands:
+        cuts.update(edge for edge in (band.low, None if band.high is None else band.high + 1)
+                    if edge is not None and first < edge <= last)
+    points = sorted(cuts)
+    for start, after in zip(points, points[1:]):
+        yield start, after - 1, [band.label for band in check.bands if band.holds(start)]
+
+
 def coverage(check, *, shift=0, target=None):
     """Return the reasons some possible roll of ``check`` (its reads moved by ``shift``) lands in no band or in
     two; empty when each lands in exactly one."""
     if check.compare != "absolute" and target is None:
         return [f"check {check.key!r} compares {check.compare} a target, and none was given"]
     missing, doubled = [], []
-    for read in check.dice.possible():
-        value = _compared(check, read + shift, target)
-        holding = [band.label for band in check.bands if band.holds(value)]
+    for start, end, holding in _segments(check, *_reach(check, shift, target)):
         if not holding:
-            missing.append(value)
+            missing.append([start, end])
         elif len(holding) > 1:
-            doubled.append((value, holding))
+            doubled += [(value, holding) for value in range(start, min(end, start + 2) + 1)][:3 - len(doubled)]
     reasons = []
     if missing:
-        reasons.append(f"{_values(sorted(missing))} {'falls' if len(missing) == 1 else 'fall'} in no band")
+        single = len(missing) == 1 and missing[0][0] == missing[0][1]
+        reasons.append(f"{_values(missing)} {'falls' if single else 'fall'} in no band")
     for value, labels in doubled[:3]:
         reasons.append(f"{value} falls in {len(labels)} bands ({', '.join(labels)}); bands may not overlap")
     return reasons
@@ -235,22 +285,21 @@ def coverage(check, *, shift=0, target=None):
 
 def unreachable(check, *, shift=0, target=None):
     """Return the bands no possible roll lands in."""
-    values = {_compared(check, read + shift, target) for read in check.dice.possible()}
-    low, high = min(values), max(values)
+    low, high = _reach(check, shift, target)
     return [band for band in check.bands
             if (band.low is not None and band.low > high) or (band.high is not None and band.high < low)
-            or not any(band.holds(v) for v in values)]
+            or (band.low is not None and band.high is not None and band.low > band.high)]
 
 
-def _values(values):
-    """Return sorted values as runs, "7" or "7–9", at most five runs."""
-    runs = []
-    for value in values:
-        if runs and value == runs[-1][1] + 1:
-            runs[-1][1] = value
+def _values(runs):
+    """Return runs of values ([low, high] each, in order) as "7" or "7–9", joining touching runs; at most five."""
+    joined = []
+    for low, high in runs:
+        if joined and low == joined[-1][1] + 1:
+            joined[-1][1] = high
         else:
-            runs.append([value, value])
-    text = [str(low) if low == high else f"{low}–{high}" for low, high in runs]
+            joined.append([low, high])
+    text = [str(low) if low == high else f"{low}–{high}" for low, high in joined]
     return ", ".join(text[:5]) + (" and more" if len(text) > 5 else "")
 
 

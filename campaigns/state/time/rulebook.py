@@ -31,8 +31,11 @@ from .rules import Refused, write
 # The Campaign fields a batch reads (beside its id and creation time).
 CAMPAIGN_FIELDS = ("clock_mode", "time_zone", "round_seconds", "max_skip_days", "trigger_cap", "beat_turns",
                    "cue_turns", "last_played_at")
-# Instants are UTC milliseconds; a field holding one needs more room than the registry's default bound.
+# Durations in seconds and minutes: far more room than the registry's default bound (the clock's own rules
+# refuse a round over a day and a skip past max_skip_days, naming them).
 MAX_MS = 10 ** 15
+# Instants are UTC milliseconds within story time's one range (``clock.within``).
+INSTANT = {"minimum": clock.EARLIEST_MS, "maximum": clock.LATEST_MS}
 # A turn's rolls: more than this in one turn is a loop, not a story.
 MAX_ROLLS = 50
 
@@ -357,7 +360,7 @@ def _skip(check, event):
 
 
 @register(RULES_RANK, "real", sources=(ENGINE,), fields={
-    "wall_ms": Field("int", "the wall clock the round ended at (UTC ms)", maximum=MAX_MS)},
+    "wall_ms": Field("int", "the wall clock the round ended at (UTC ms)", **INSTANT)},
     help="written by the application: a round of a real clock takes the wall clock's time")
 def _real(check, event):
     env = _env(check)
@@ -368,8 +371,8 @@ def _real(check, event):
 
 
 @register(RULES_RANK, "resync", sources=(ENGINE,), fields={
-    "last_seen_ms": Field("int", "when the person last played (UTC ms)", maximum=MAX_MS),
-    "wall_ms": Field("int", "the wall clock at the turn's start (UTC ms)", maximum=MAX_MS)},
+    "last_seen_ms": Field("int", "when the person last played (UTC ms)", **INSTANT),
+    "wall_ms": Field("int", "the wall clock at the turn's start (UTC ms)", **INSTANT)},
     help="written by the application at a turn's start: a real clock catches up with the wall (decision D7)")
 def _resync(check, event):
     env, data = _env(check), event["data"]
@@ -388,9 +391,17 @@ def _clock_mode(check, event):
     return [_clock_write(step)]
 
 
+def _precheck_calendar(event):
+    data = event["data"].get("calendar")
+    if not isinstance(data, dict):
+        raise Rejected("data.calendar must be an object {hemisphere, festivals, markers}")
+    _refused(calendar.load_calendar, data)
+
+
 @register(RULES_RANK, "calendar_set", sources=(WORLD, CORRECTION), fields={
     "calendar": Field("json", "{hemisphere, festivals: [{name, rule, except}], markers: [...]}")},
-    help="\"\" / \"\" / \"\": the campaign calendar: hemisphere, festivals and markers (data.calendar)")
+    help="\"\" / \"\" / \"\": the campaign calendar: hemisphere, festivals and markers (data.calendar)",
+    precheck=_precheck_calendar)
 def _calendar_set(check, event):
     data = event["data"].get("calendar")
     if not isinstance(data, dict):
@@ -624,7 +635,13 @@ def _temperament(check, event):
 # --------------------------------------------------------------------------------------------- dice
 
 
-@register(RULES_RANK, "dice_check_define", sources=(WORLD, CORRECTION), fields={
+def _precheck_dice(event):
+    """Parse the check and its bands' coverage before the transaction; only its variable is left to check."""
+    key = event["subject"].strip().lower()
+    _refused(dice.parse_check, key, {**event["data"], "name": event["data"].get("name") or key})
+
+
+@register(RULES_RANK, "dice_check_define", sources=(WORLD, CORRECTION), precheck=_precheck_dice, fields={
     "name": Field("name", "what the check is called"),
     "use_text": Field("text", "when to use it"),
     "definition": Field("json", "{dice, read, compare, target, variable, bands: [{label, outcome, min, max}]}")},
@@ -736,7 +753,16 @@ def _carrier(state, item):
     return ""
 
 
-@register(RULES_RANK, "trigger_define", sources=(WORLD, CORRECTION), fields={
+def _precheck_triggers(event):
+    """Read the triggers' shape, conditions and instants before the transaction (what they name: inside it)."""
+    items = event["data"].get("triggers")
+    items = [items] if isinstance(items, dict) else items
+    if not isinstance(items, list) or not items:
+        raise Rejected("data.triggers must be a trigger definition or a list of them")
+    _refused(triggers.load_triggers, items, now_ms=int(time.time() * 1000), cal=calendar.STORED)
+
+
+@register(RULES_RANK, "trigger_define", sources=(WORLD, CORRECTION), precheck=_precheck_triggers, fields={
     "triggers": Field("json", "one trigger definition or a list (those of one edit may refer to each other)")},
     help="\"\" / \"\" / \"\": world triggers are defined: what the world does when the records say so")
 def _trigger_define(check, event):
@@ -806,7 +832,7 @@ def _judgment(check, event):
 
 
 @register(RULES_RANK, "trigger_check", sources=(ENGINE,), fields={
-    "since": Field("int", "the story time of the previous check (UTC ms)", maximum=MAX_MS)},
+    "since": Field("int", "the story time of the previous check (UTC ms)", **INSTANT)},
     help="written by the application after every batch: the world's triggers are checked, and each that fires "
          "applies all its effects or none")
 def _trigger_check(check, event):

@@ -15,6 +15,18 @@ class Refused(ValueError):
     """The change breaks a rule; the message says which and what to change."""
 
 
+def shown(value):
+    """Return ``value`` as a refusal quotes it, whatever a file or form put there: short, and never a number
+    too long to turn into text (Python refuses past 4,300 digits)."""
+    if isinstance(value, (dict, list)):
+        text = f"a {'list' if isinstance(value, list) else 'JSON object'}"
+    elif isinstance(value, int) and not isinstance(value, bool) and abs(value) >= 10 ** 30:
+        text = "a number of over 30 digits"
+    else:
+        text = repr(value)
+    return text[:60] + ("…" if len(text) > 60 else "")
+
+
 def write(slot, kind, *, subject="", value="", data=None, narrator_only=False, retracted=False):
     """Return one record write in the shape the event pipeline applies and stores."""
     record = {"slot": slot, "kind": kind, "subject": subject, "value": str(value), "data": data or {},

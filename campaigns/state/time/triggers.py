@@ -21,8 +21,8 @@ from dataclasses import dataclass, field, replace
 from datetime import timedelta
 from functools import cached_property
 
-from . import calendar
-from .rules import Refused, write
+from . import calendar, clock
+from .rules import Refused, shown, write
 
 STATUSES = ("dormant", "fired", "expired", "failed")
 ORIGINS = ("world", "story")
@@ -40,6 +40,9 @@ MAX_EFFECTS = 20
 # all/any/not inside each other: deeper is a puzzle, not a condition (and stored records stay shallow enough for a
 # campaign bundle to carry them).
 MAX_NESTING = 4
+# Triggers one edit (or one world file) defines, and conditions one all/any lists.
+MAX_TRIGGERS = 500
+MAX_CONDITIONS = 50
 # How many holders up a holding chain ``holds`` looks (a ring in a box in a chest in a cart is four).
 MAX_CHAIN = 16
 # How many days back a recurring time looks for an occurrence it passed (longer than any one skip).
@@ -250,7 +253,7 @@ class References:
 def _condition(data, refs, tz, now_ms, cal, reasons, where, depth=0):
     """Return (the Condition of ``data``, its normalised data), adding to ``reasons`` what is wrong."""
     if not isinstance(data, dict):
-        reasons.append(f"{where}: a condition is an object, not {data!r}")
+        reasons.append(f"{where}: a condition is an object, not {shown(data)}")
         return None, data
     if depth > MAX_NESTING and any(key in data for key in ("all", "any", "not")):
         reasons.append(f"{where}: conditions nest at most {MAX_NESTING} all/any/not deep; write it flatter")
@@ -258,8 +261,9 @@ def _condition(data, refs, tz, now_ms, cal, reasons, where, depth=0):
     for key, build in (("all", All), ("any", AnyOf)):
         if key in data:
             items = data[key] if isinstance(data[key], list) else []
-            if not items:
-                reasons.append(f"{where}: {key} needs a list of conditions")
+            if not items or len(items) > MAX_CONDITIONS:
+                reasons.append(f"{where}: {key} needs a list of 1 to {MAX_CONDITIONS} conditions")
+                return None, data
             built = [_condition(item, refs, tz, now_ms, cal, reasons, f"{where}.{key}[{i}]", depth + 1)
                      for i, item in enumerate(items)]
             return build(tuple(c for c, _ in built)), {key: [d for _, d in built]}
@@ -268,9 +272,11 @@ def _condition(data, refs, tz, now_ms, cal, reasons, where, depth=0):
         return Not(part), {"not": normal}
     kind = data.get("type")
     try:
+        if not isinstance(kind, str):
+            raise KeyError(kind)
         return _LEAVES[kind](data, refs, tz, now_ms, cal)
     except KeyError:
-        reasons.append(f"{where}: unknown condition type {kind!r}; expected time, at, variable, holds, item_at, "
+        reasons.append(f"{where}: unknown condition type {shown(kind)}; expected time, at, variable, holds, item_at, "
                        "trigger, judged, or all/any/not")
     except Refused as error:
         reasons.append(f"{where}: {error}")
@@ -292,8 +298,7 @@ def _time(data, refs, tz, now_ms, cal):
     parts = []
     for key, build in (("after", After), ("before", Before)):
         if data.get(key) is not None:
-            at = data[key] if isinstance(data[key], int) and not isinstance(data[key], bool) else (
-                calendar.parse_instant(data[key], now_ms=now_ms, tz=tz, calendar=cal))
+            at = clock.instant(data[key], key, now_ms=now_ms, tz=tz, cal=cal)
             normal[key] = at
             parts.append(build(at))
     if not parts:
@@ -305,6 +310,8 @@ def _known(refs, kind, key, what):
     known = getattr(refs, kind)
     if not key:
         raise Refused(f"names no {what}")
+    if not isinstance(key, str):
+        raise Refused(f"names a {what} by its name or key (text), not {shown(key)}")
     if known is not None and key not in known:
         raise Refused(f"unknown {what} {key!r}")
     return key
@@ -330,10 +337,12 @@ def _item_at(data, refs, *_):
 def _variable(data, refs, *_):
     name = _known(refs, "variables", str(data.get("name") or "").lower(), "variable")
     op = data.get("op", "==")
-    if op not in OPERATORS:
+    if not isinstance(op, str) or op not in OPERATORS:
         raise Refused(f"operator {op!r} is not one of {' '.join(OPERATORS)}")
     if "value" not in data:
         raise Refused(f"the comparison of {name} gives no value")
+    if data["value"] is not None and not isinstance(data["value"], (str, int, float)):
+        raise Refused(f"the comparison of {name} is with a number, text or true/false, not {shown(data['value'])}")
     obj = str(data.get("object") or "world")
     return Compare(obj, name, op, data["value"]), {"type": "variable", "object": obj, "name": name, "op": op,
                                                    "value": data["value"]}
@@ -342,7 +351,7 @@ def _variable(data, refs, *_):
 def _status(data, refs, *_):
     ident = _known(refs, "triggers", data.get("id"), "trigger")
     status = data.get("status", "fired")
-    if status not in STATUSES:
+    if not isinstance(status, str) or status not in STATUSES:
         raise Refused(f"trigger status {status!r} is not one of {', '.join(STATUSES)}")
     return StatusIs(ident, status), {"type": "trigger", "id": ident, "status": status}
 
@@ -415,9 +424,9 @@ def load_trigger(data, *, refs=None, tz="UTC", now_ms=0, cal=None, origin="world
     """
     refs = refs or References()
     if not isinstance(data, dict):
-        raise Refused(f"a trigger is an object, not {data!r}")
+        raise Refused(f"a trigger is an object, not {shown(data)}")
     reasons = []
-    ident = str(data.get("id") or "").strip()
+    ident = str(data.get("id") or "").strip()[:MAX_TEXT]
     where = f"trigger {ident!r}" if ident else "a trigger"
     if not ident or ":" in ident:
         reasons.append(f"{where} needs an id without ':'")
@@ -430,30 +439,29 @@ def load_trigger(data, *, refs=None, tz="UTC", now_ms=0, cal=None, origin="world
         effects = []
     for index, effect in enumerate(effects):
         kind = effect.get("type") if isinstance(effect, dict) else None
-        if not kind or (refs.event_types is not None and kind not in refs.event_types):
-            reasons.append(f"effect {index + 1}: unknown event type {kind!r}")
+        if not isinstance(kind, str) or not kind or (refs.event_types is not None and kind not in refs.event_types):
+            reasons.append(f"effect {index + 1}: unknown event type {shown(kind)}")
     normal = {"id": ident, "when": when, "effects": effects}
     numbers = {}
     for name, low, high, default in (("priority", -1000, 1000, 0), ("max_fires", 1, 10_000, 1),
                                      ("cooldown_seconds", 0, 10 * 366 * 86_400, 0)):
         value = data.get(name, default)
         if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
-            reasons.append(f"{name} is {value!r}; a whole number from {low} to {high:,}")
+            reasons.append(f"{name} is {shown(value)}; a whole number from {low} to {high:,}")
             value = default
         numbers[name] = normal[name] = value
     probability = data.get("probability", 1)
     if isinstance(probability, bool) or not isinstance(probability, (int, float)) or not 0 < probability <= 1:
-        reasons.append(f"probability is {probability!r}; a number above 0 and at most 1")
+        reasons.append(f"probability is {shown(probability)}; a number above 0 and at most 1")
         probability = 1
     normal["probability"] = probability
     expires = None
     if data.get("expires") is not None:
         try:
-            expires = data["expires"] if isinstance(data["expires"], int) else calendar.parse_instant(
-                data["expires"], now_ms=now_ms, tz=tz, calendar=cal)
+            expires = clock.instant(data["expires"], "expires", now_ms=now_ms, tz=tz, cal=cal)
             normal["expires"] = expires
         except Refused as error:
-            reasons.append(f"expires: {error}")
+            reasons.append(str(error))
     announce = _announce(data.get("announce"), refs, tz, now_ms, cal, reasons)
     if announce is not None:
         normal["announce"] = announce
@@ -492,10 +500,9 @@ def _announce(data, refs, tz, now_ms, cal, reasons):
                 "from": str(data.get("from") or "")}
     if data.get("at") is not None:
         try:
-            announce["at"] = data["at"] if isinstance(data["at"], int) else calendar.parse_instant(
-                data["at"], now_ms=now_ms, tz=tz, calendar=cal)
+            announce["at"] = clock.instant(data["at"], "announce.at", now_ms=now_ms, tz=tz, cal=cal)
         except Refused as error:
-            reasons.append(f"announce at: {error}")
+            reasons.append(str(error))
     return announce
 
 
@@ -503,13 +510,16 @@ def _audience(audience, refs, reasons, what):
     """Return an audience as "everyone", a list of character keys, or {"place": key}."""
     if audience == "everyone":
         return audience
+    if not isinstance(audience, (str, list, dict)):
+        reasons.append(f"{what} audience is everyone, a list of characters, or {{\"place\": …}}, not {shown(audience)}")
+        return "everyone"
     if isinstance(audience, dict) and audience.get("place"):
         try:
             _known(refs, "places", audience["place"], "place")
         except Refused as error:
             reasons.append(f"{what} audience: {error}")
         return {"place": audience["place"]}
-    names = [audience] if isinstance(audience, str) else list(audience or [])
+    names = [audience] if isinstance(audience, str) else audience if isinstance(audience, list) else []
     if not names:
         reasons.append(f"{what} audience is everyone, a list of characters, or {{\"place\": …}}")
     for name in names:
@@ -526,7 +536,9 @@ def load_triggers(items, *, refs=None, tz="UTC", now_ms=0, cal=None, origin="wor
     Triggers of the same edit may refer to each other.
     """
     refs = refs or References()
-    ids = [str(item.get("id") or "") for item in items if isinstance(item, dict)]
+    if not isinstance(items, list) or len(items) > MAX_TRIGGERS:
+        raise Refused(f"the triggers are refused: give a list of at most {MAX_TRIGGERS} triggers")
+    ids = [str(item.get("id") or "")[:MAX_TEXT] for item in items if isinstance(item, dict)]
     duplicates = sorted({ident for ident in ids if ids.count(ident) > 1 and ident})
     if refs.triggers is not None:
         refs = replace(refs, triggers=set(refs.triggers) | set(ids))

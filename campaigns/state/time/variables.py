@@ -15,7 +15,7 @@ character's temperament.
 
 from dataclasses import dataclass, field
 
-from .rules import Refused, write
+from .rules import Refused, shown, write
 
 TYPES = ("number", "flag", "choice", "text")
 APPLIES_TO = ("character", "item", "place", "world")
@@ -107,47 +107,55 @@ BUILTINS = {name: Definition(name, "number", frozenset({"character"}), 0.0, -1.0
                                ("dominance", "how much in control the character feels, −1 to 1"))}
 
 
+# A choice's options, and a number's bands.
+MAX_OPTIONS = 50
+
+
 def parse_definition(data):
     """Return the Definition of ``data``, or refuse with every reason at once."""
     if not isinstance(data, dict):
-        raise Refused(f"a variable definition is an object, not {data!r}")
+        raise Refused(f"a variable definition is an object, not {shown(data)}")
     reasons = []
     name = str(data.get("name") or "").strip().lower()
     if not name or not set(name) <= _NAME_CHARS or ":" in name:
-        reasons.append(f"variable name {data.get('name')!r}: use lower-case letters, digits and _")
+        reasons.append(f"variable name {shown(data.get('name'))}: use lower-case letters, digits and _")
     elif name in BUILTINS:
         reasons.append(f"{name!r} is built in (valence, arousal and dominance exist for every character)")
     kind = data.get("type")
     if kind == "boolean":
         kind = "flag"
-    if kind not in TYPES:
-        reasons.append(f"{name or 'the variable'}: type {kind!r} is not one of {', '.join(TYPES)}")
+    if not isinstance(kind, str) or kind not in TYPES:
+        reasons.append(f"{name or 'the variable'}: type {shown(kind)} is not one of {', '.join(TYPES)}")
     applies = data.get("applies_to") or ["character"]
-    applies = [applies] if isinstance(applies, str) else list(applies)
-    bad = [a for a in applies if a not in APPLIES_TO]
+    applies = [applies] if isinstance(applies, str) else applies if isinstance(applies, list) else [applies]
+    bad = [shown(a) for a in applies if not isinstance(a, str) or a not in APPLIES_TO]
     if bad:
         reasons.append(f"{name}: applies_to {bad} is not among {', '.join(APPLIES_TO)}")
     visibility = data.get("visibility") or "public"
-    if visibility not in VISIBILITIES:
-        reasons.append(f"{name}: visibility {visibility!r} is not one of {', '.join(VISIBILITIES)}")
+    if not isinstance(visibility, str) or visibility not in VISIBILITIES:
+        reasons.append(f"{name}: visibility {shown(visibility)} is not one of {', '.join(VISIBILITIES)}")
     fields = {}
     if kind == "number":
         fields = _number_fields(name, data, reasons)
     elif kind == "choice":
-        options = tuple(str(o).strip() for o in data.get("options") or [] if str(o).strip())
+        given = data.get("options") or []
+        options = tuple(str(o).strip()[:MAX_TEXT] for o in (given if isinstance(given, list) else [])[:MAX_OPTIONS]
+                        if str(o).strip())
         if len(options) < 2 or len(set(options)) != len(options):
             reasons.append(f"{name}: a choice needs two or more different options")
         default = data.get("default", options[0] if options else None)
         if options and default not in options:
-            reasons.append(f"{name}: the default {default!r} is not one of the options {list(options)}")
+            reasons.append(f"{name}: the default {shown(default)} is not one of the options {list(options)[:10]}")
         fields = {"options": options, "default": default}
     elif kind == "flag":
         default = data.get("default", False)
         if not isinstance(default, bool):
-            reasons.append(f"{name}: a flag's default is true or false, not {default!r}")
+            reasons.append(f"{name}: a flag's default is true or false, not {shown(default)}")
         fields = {"default": default}
     elif kind == "text":
         fields = {"default": str(data.get("default") or "")[:MAX_TEXT]}
+    if kind == "number" and len(fields.get("bands", ())) > MAX_OPTIONS:
+        reasons.append(f"{name}: a number has at most {MAX_OPTIONS} bands")
     if kind != "number" and (data.get("bands") or data.get("range") is not None):
         reasons.append(f"{name}: only numbers have a range and bands")
     if reasons:
@@ -166,12 +174,13 @@ def _number_fields(name, data, reasons):
         return {}
     default = _number(data.get("default", low if low > 0 or high < 0 else 0))
     if default is None or not low <= default <= high:
-        reasons.append(f"{name}: the default {data.get('default')!r} is outside {_show(low)}–{_show(high)}")
+        reasons.append(f"{name}: the default {shown(data.get('default'))} is outside {_show(low)}–{_show(high)}")
     baseline = data.get("baseline")
     if baseline is not None and (_number(baseline) is None or not low <= _number(baseline) <= high):
-        reasons.append(f"{name}: the baseline {baseline!r} is outside {_show(low)}–{_show(high)}")
+        reasons.append(f"{name}: the baseline {shown(baseline)} is outside {_show(low)}–{_show(high)}")
     bands = []
-    for index, item in enumerate(data.get("bands") or []):
+    given = data.get("bands") or []
+    for index, item in enumerate(given if isinstance(given, list) else [None]):
         label = str(item.get("label") or "").strip() if isinstance(item, dict) else ""
         if not label:
             reasons.append(f"{name}: band {index + 1} has no label")
