@@ -156,6 +156,24 @@ def kind_of(body):
     return "other"
 
 
+def _limits():
+    """Return the answer limit of each step that continues the narration."""
+    from storyteller.steps import judge, memories, minds, recorder
+
+    return {"recorder": recorder.MAX_TOKENS, "minds": minds.MAX_TOKENS, "judge": judge.MAX_TOKENS,
+            "memory": memories.MAX_TOKENS}
+
+
+def _edge(turns):
+    """Say how often a step met the window's edge: answered in less than its limit, or sent its own prompt."""
+    shortened = [limit for t in turns for limit in t["shortened"]]
+    alone = sum(t["alone"] for t in turns)
+    said = f"{len(shortened)} step requests answered in less than their limit"
+    if shortened:
+        said += f" (the least {min(shortened):,})"
+    return said + f", {alone} on their own prompt"
+
+
 def _count(text):
     from storyteller import tokens
 
@@ -166,15 +184,22 @@ def _turns(played):
     """Serve every request again on each kind of server; return one dict of figures per turn."""
     from storyteller.llm import caching
 
-    servers = {"one slot": caching.Slots(1), "four slots": caching.Slots(4), "slot per kind": caching.Slots(by_kind=True)}
-    figures, checkpoint = [], None
+    servers = {"one slot": caching.Slots(1), "four slots": caching.Slots(4),
+               "slot per kind": caching.Slots(by_kind=True)}
+    figures, checkpoint, limits = [], None, _limits()
     for number, (exchanges, facts, seconds) in enumerate(played, 1):
         kinds, read, narration, reuse = {}, dict.fromkeys(servers, 0), None, {}
         by_kind = {name: {} for name in servers}  # what each kind of request made each server read
         sent_chars = sent_tokens = new = written = 0
+        shortened, alone = [], 0  # steps answering in less than their limit near the window's edge; on their own
         for body, answer in exchanges:
             messages, kind = body["messages"], kind_of(body)
             kinds[kind] = kinds.get(kind, 0) + 1
+            if kind in limits:
+                limit = (body.get("options") or {}).get("num_predict", limits[kind])
+                if limit < limits[kind]:
+                    shortened.append(limit)
+                alone += narration is not None and messages[0] != narration[0][0]
             prompt = caching.prompt_tokens(messages, _count)
             sent_chars += sum(len(m.get("content") or "") for m in messages)
             sent_tokens += prompt
@@ -194,7 +219,8 @@ def _turns(played):
         rotation = "summary" in kinds or (number > 1 and facts["checkpoint"] != checkpoint)
         checkpoint = facts["checkpoint"]
         figures.append({"turn": number, "kinds": kinds, "chars": sent_chars, "tokens": sent_tokens, "new": new,
-                        "written": written, "read": read, "read_by_kind": by_kind, "reuse": reuse, "rotation": rotation, "seconds": seconds})
+                        "written": written, "read": read, "read_by_kind": by_kind, "reuse": reuse,
+                        "rotation": rotation, "seconds": seconds, "shortened": shortened, "alone": alone})
     return figures
 
 
@@ -218,7 +244,7 @@ def _figures(name, played, *, game_master):
                    f"per turn (from turn {FROM_TURN}): {mean([sum(t['kinds'].values()) for t in counted]):.2f} "
                    f"requests ({requests}); {mean([t['chars'] for t in counted]):,.0f} characters, "
                    f"{mean([t['tokens'] for t in counted]):,.0f} tokens sent; {mean([t['new'] for t in counted]):,.0f}"
-                   f" new, {mean([t['written'] for t in counted]):,.0f} written")]
+                   f" new, {mean([t['written'] for t in counted]):,.0f} written; {_edge(counted)}")]
     servers = ("one slot", "four slots", "slot per kind")
     for server in servers:
         ratios = [ratio(t, server) for t in plain]

@@ -87,8 +87,10 @@ def _prepare(node_id):
     questions = triggers.questions(rulebook.triggers_of(state))[:MAX_QUESTIONS]
     player = path.nodes().filter(depth=node.depth - 1).first()
     # With nothing to judge no model is asked, so the narration's prompt is not read either.
-    messages = prompts.continuing(prompts.narration_of(node), RULES, _prompt(questions, player, node)) if questions else []
-    options = llm.ChatOptions(num_predict=MAX_TOKENS, num_ctx=campaign.context_token_budget, temperature=0.0)
+    messages = (prompts.continuing(prompts.narration_of(node), RULES, _prompt(questions, player, node),
+                                   room=prompts.room_for(campaign, MAX_TOKENS)) if questions else [])
+    options = llm.ChatOptions(num_predict=prompts.answer_limit(campaign, messages, MAX_TOKENS),
+                              num_ctx=campaign.context_token_budget, temperature=0.0)
     return _Job(node, campaign.narrator_model, messages, options, questions)
 
 

@@ -156,9 +156,11 @@ def _prepare(node_id):
             texts = block_texts(rows)
             brief = _cast_brief(campaign, path.capped(end), "\n".join(texts))
             messages = prompts.before_tail(narration, RULES,
-                                           f"{brief}\n\nStory excerpt:\n\n{blocks.excerpt(texts)}\n\nMemory:")
+                                           f"{brief}\n\nStory excerpt:\n\n{blocks.excerpt(texts)}\n\nMemory:",
+                                           room=prompts.room_for(campaign, MAX_TOKENS))
             found.append(_Block(start, end, rows[-1][1], messages))
-    options = llm.ChatOptions(num_predict=MAX_TOKENS, num_ctx=campaign.context_token_budget, temperature=0.0)
+    limit = min([prompts.answer_limit(campaign, block.messages, MAX_TOKENS) for block in found] or [MAX_TOKENS])
+    options = llm.ChatOptions(num_predict=limit, num_ctx=campaign.context_token_budget, temperature=0.0)
     return _Job(node, campaign, found, None, options)
 
 

@@ -18,9 +18,10 @@ narration starts with too, so it costs the cache nothing either.
 
 A reply whose report holds no prompt (made before this, imported from an
 older bundle, written by hand), whose prompt no longer reads back the same,
-or any reply when ``STORYTELLER_STEP_PROMPTS`` is ``own``, gets the step's
-own prompt: its rules as the system message and what it reads as the user's
-(``own``), as before issue 27.
+a request that would leave the step less than half its answer limit in
+the campaign's window (``room_for``), or any reply when ``STORYTELLER_STEP_PROMPTS`` is
+``own``, gets the step's own prompt: its rules as the system message and
+what it reads as the user's (``own``), as before issue 27.
 """
 
 import logging
@@ -30,8 +31,9 @@ from django.conf import settings
 
 from campaigns.models import ContextSnapshot, Round
 
-from .. import context
+from .. import context, tokens
 from ..context import layers
+from ..llm import caching
 from ..voices import gm
 
 logger = logging.getLogger(__name__)
@@ -80,20 +82,51 @@ def narration_of(node):
     return Narration(messages, reply, record["tail_start"])
 
 
-def continuing(narration, rules, prompt):
+def continuing(narration, rules, prompt, *, room):
     """Return a step's request: ``narration``'s messages, the reply, then ``rules`` and ``prompt`` as one message;
-    the step's own prompt (``own``) when there is no narration to continue."""
+    the step's own prompt (``own``) when there is no narration to continue or the request is longer than ``room``."""
     if narration is None:
         return own(rules, prompt)
-    return [*narration.messages, narration.reply, {"role": "user", "content": f"{rules}\n\n{prompt}"}]
+    return _within(room, [*narration.messages, narration.reply, {"role": "user", "content": f"{rules}\n\n{prompt}"}],
+                   rules, prompt)
 
 
-def before_tail(narration, rules, prompt):
+def before_tail(narration, rules, prompt, *, room):
     """Return a step's request that must not see the narration's dynamic tail: the prompt up to it, then ``rules``
-    and ``prompt`` as one message; the step's own prompt when there is no narration to continue."""
+    and ``prompt`` as one message; the step's own prompt when there is no narration to continue or the request is
+    longer than ``room``."""
     if narration is None:
         return own(rules, prompt)
-    return [*narration.messages[:narration.tail_start], {"role": "user", "content": f"{rules}\n\n{prompt}"}]
+    asked = {"role": "user", "content": f"{rules}\n\n{prompt}"}
+    return _within(room, [*narration.messages[:narration.tail_start], asked], rules, prompt)
+
+
+def room_for(campaign, answer_tokens):
+    """Return the prompt tokens a step's request may take when it continues the narration: the campaign's window
+    (the ``num_ctx`` every request sends) less half the step's answer limit.
+
+    The narration's prompt is built to fill the window but for the reply's room, so a long story's continued request
+    (that prompt, the reply, the step's message) can outgrow the window: llama.cpp refuses such a prompt or cuts the
+    answer short, and Ollama cuts the prompt's beginning off. Near the window's edge the step answers in what the
+    window leaves (``answer_limit``), never less than half its limit (a recording of one turn is a few hundred
+    tokens; the limit is for a stage of several); past that it uses its own prompt.
+    """
+    return campaign.context_token_budget - answer_tokens // 2
+
+
+def answer_limit(campaign, messages, answer_tokens):
+    """Return the step's answer limit for ``messages``: ``answer_tokens``, or what the campaign's window leaves after
+    the prompt when that is less."""
+    return max(1, min(answer_tokens, campaign.context_token_budget - caching.prompt_tokens(messages, tokens.count)))
+
+
+def _within(limit, messages, rules, prompt):
+    size = caching.prompt_tokens(messages, tokens.count)
+    if size <= limit:
+        return messages
+    logger.info("a step's request continuing the narration would take %s of the %s prompt tokens it has room for; "
+                "it uses its own prompt", size, limit)
+    return own(rules, prompt)
 
 
 def own(rules, prompt):

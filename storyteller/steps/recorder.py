@@ -213,8 +213,10 @@ def _prepare(node_id):
     state = story_state.state_for_turn(before, campaign, text)
     names = rules.recorder_types(state)
     messages = prompts.continuing(prompts.narration_of(node), rules_for(names),
-                                  _prompt(state, pairs, _rounds(pairs) if ends is not None else {}))
-    options = llm.ChatOptions(num_predict=MAX_TOKENS, num_ctx=campaign.context_token_budget, temperature=0.0)
+                                  _prompt(state, pairs, _rounds(pairs) if ends is not None else {}),
+                                  room=prompts.room_for(campaign, MAX_TOKENS))
+    options = llm.ChatOptions(num_predict=prompts.answer_limit(campaign, messages, MAX_TOKENS),
+                              num_ctx=campaign.context_token_budget, temperature=0.0)
     return _Job(node, campaign.narrator_model, messages, options, attempt=(run.attempts if run else 0) + 1,
                 schema=schema_for(names), waiting=tuple(r.node_id for r in waiting),
                 staged=ends is not None and campaign.game_master)

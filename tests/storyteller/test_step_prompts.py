@@ -199,3 +199,42 @@ async def test_the_inspector_shows_each_request_of_a_reply_and_what_the_server_r
     table = page[page.index('id="model-request-table"'):page.index("</table>", page.index('id="model-request-table"'))]
     assert 'data-request="narration"' in table and 'data-request="recorder"' in table
     assert f"<td data-read>{rows[0].server_read}</td>" in table and f"<td data-new>{rows[0].new_tokens}</td>" in table
+
+
+async def test_a_step_whose_continued_request_would_leave_it_less_than_half_its_answer_limit_uses_its_own_prompt(
+        owner, narrator_server, monkeypatch):
+    from campaigns.models import ModelRequest, RecorderRun
+    from storyteller import tokens
+    from storyteller.llm import caching
+    from storyteller.steps import recorder
+
+    campaign = await sync_to_async(kitchen)(owner)
+    # A recorder that may answer in twice the window: no continued request leaves it half of that.
+    monkeypatch.setattr(recorder, "MAX_TOKENS", 2 * campaign.context_token_budget)
+    narrator_server.script("In the kitchen, Mara slips the iron key into the teapot and hums.")
+    narrator_server.script_json({"events": [{"type": "add_fact", "subject": "Mara", "object": "",
+                                             "value": "Mara hums while she works.", "narrator_only": False}]})
+    narrator_server.script_minds(HIDING)
+    result = await play(campaign, "I listen at the door.")
+    [told] = narration(narrator_server)
+    [recording] = recordings(narrator_server)
+    [perceived] = minds_requests(narrator_server)
+    assert [m["role"] for m in recording["messages"]] == ["system", "user"]
+    assert recording["messages"][0]["content"].startswith("You keep the record of an interactive story.")
+    assert json.dumps(perceived["messages"][:-2]) == json.dumps(told["messages"]), "the minds step still fits"
+    assert (await RecorderRun.objects.aget(node_id=result.node_id)).status == RecorderRun.Status.APPLIED
+    kept = {row.kind: row.shared_messages async for row in ModelRequest.objects.filter(node_id=result.node_id)}
+    assert kept == {"recorder": 0, "minds": len(told["messages"]) + 1}
+
+    # At the boundary: a request of exactly the room continues the narration, one token more does not.
+    node = await Node.objects.aget(pk=result.node_id)
+    read = await sync_to_async(prompts.narration_of)(node)
+    continued = prompts.continuing(read, "Rules.", "Input.", room=10**6)
+    size = caching.prompt_tokens(continued, tokens.count)
+    assert prompts.continuing(read, "Rules.", "Input.", room=size) == continued
+    assert prompts.continuing(read, "Rules.", "Input.", room=size - 1) == prompts.own("Rules.", "Input.")
+    # Near the window's edge the step answers in what the window leaves after its prompt.
+    window = campaign.context_token_budget
+    assert prompts.room_for(campaign, 800) == window - 400
+    assert prompts.answer_limit(campaign, continued, 800) == min(800, window - size)
+    assert prompts.answer_limit(campaign, continued, 10**6) == window - size
