@@ -12,7 +12,7 @@ the prefix-reuse test.
 """
 
 from . import (builtin, checkpoint, imports, knowledge, limits, memory, minds, model_work, overhead, page, recording,
-               rules, state, turn, turn_first, voices, world)
+               rules, state, tavern, turn, turn_first, voices, world)
 
 BENCHMARKS = {
     "turn": turn.run,
@@ -32,6 +32,7 @@ BENCHMARKS = {
     "builtin": builtin.run,
     "model-work": model_work.run,
     "limits": limits.run,
+    "tavern": tavern.run,
 }
 # Run only when named: minutes of the built-in model (or of 440 turns played), not milliseconds of the app.
 SLOW = {"recording", "builtin", "model-work"}

@@ -238,3 +238,16 @@ async def test_a_step_whose_continued_request_would_leave_it_less_than_half_its_
     assert prompts.room_for(campaign, 800) == window - 400
     assert prompts.answer_limit(campaign, continued, 800) == min(800, window - size)
     assert prompts.answer_limit(campaign, continued, 10**6) == window - size
+
+
+async def test_a_report_with_fired_lorebook_entries_reads_back_as_its_messages(campaign, narrator_server):
+    from knowledge import importer, worldinfo
+
+    narrator_server.script("The dragon's shadow crosses the abbey.")
+    await play(campaign, "look up at the sky")
+    book = worldinfo.read({"entries": {"0": {"uid": 0, "key": ["dragon"], "content": "{{char}} fears the dragon."},
+                                       "1": {"uid": 1, "constant": True, "content": "The abbey is old."}}}, "Abbey")
+    await sync_to_async(importer.import_keyed)(campaign, "Abbey.json", book, "inspiration")
+    ctx = await _build(campaign, "A dragon!")
+    assert any(s.key.startswith("lorebook") for s in ctx.sections), "the entries fired"
+    assert await sync_to_async(context.messages_of)(ctx.report) == ctx.messages
