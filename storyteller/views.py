@@ -35,7 +35,7 @@ from campaigns.state.time import calendar
 from memory import bank as memory_bank
 from memory import views as memory_views
 
-from . import bundle, editing, llm, narrator_views, signin
+from . import bundle, editing, llm, narrator_views, replay_views, signin
 from .context import prefix_hash
 from .diagnostics import long_run
 from .steps import away, compaction, memories, postturn
@@ -305,7 +305,8 @@ def branches(request, pk):
             "on_path": path.contains(branch.pk, tip),
         })
     save_points = SavePoint.objects.filter(campaign=campaign)
-    return render(request, "campaigns/branches.html", {"campaign": campaign, "rows": rows, "save_points": save_points})
+    return render(request, "campaigns/branches.html", {"campaign": campaign, "rows": rows, "save_points": save_points,
+                                                       **replay_views.replays_context(campaign)})
 
 
 @login_required

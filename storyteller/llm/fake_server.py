@@ -183,6 +183,7 @@ class FakeModelServer:
         self._delay = 0.0
         self._json_delay = 0.0
         self._refuse_think = False
+        self._cached_words: list[str] = []  # the last chat prompt's words: a one-slot prompt cache
         self._slots = threading.Semaphore(self.slots) if self.slots else None
         self._lock = threading.Lock()
         self._stopping = threading.Event()
@@ -334,6 +335,19 @@ class FakeModelServer:
         held, self._held = getattr(self, "_held", None), None
         if held is not None:
             held.close()
+
+    def _reuse(self, messages: list[dict]) -> int:
+        """Return how many of this prompt's words (its tokens) the last chat prompt began with, as a server with
+        one prompt cache reuses them; remember this prompt as the cache's."""
+        words = [word for message in messages for word in str(message.get("content") or "").split()]
+        with self._lock:
+            shared = 0
+            for mine, cached in zip(words, self._cached_words):
+                if mine != cached:
+                    break
+                shared += 1
+            self._cached_words = words
+        return shared
 
     def bodies(self, path: str) -> list[dict | None]:
         """Return the JSON bodies of the requests made to `path`, in order."""
@@ -704,6 +718,7 @@ class _Handler(BaseHTTPRequestHandler):
             "prompt_tokens": prompt_tokens,
             "completion_tokens": len(reply.chunks),
             "total_tokens": prompt_tokens + len(reply.chunks),
+            "prompt_tokens_details": {"cached_tokens": fake._reuse(body.get("messages", []))},
         }
         head = {"id": "chatcmpl-fake", "created": int(time.time()), "model": body.get("model")}
         if not body.get("stream"):
