@@ -7,8 +7,10 @@ refuses, a garbled reply an answer that is not JSON). Server B (an
 OpenAI-compatible one, which reports its prompt cache) plays the line again.
 """
 
+import asyncio
 import json
 import re
+import time
 
 import pytest
 from asgiref.sync import async_to_sync, sync_to_async
@@ -27,7 +29,6 @@ from tests.campaigns.test_world import document
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
-HTMX = {"HTTP_HX_REQUEST": "true"}
 ACTIONS = [f"look around the keep, turn {n}" for n in range(1, 11)]
 ORIGINAL = [f"The torches gutter along the old hall, turn {n}, and the dust lies thick on every stone." for n in
             range(1, 11)]
@@ -209,8 +210,7 @@ async def test_a_stopped_replay_keeps_its_turns_and_resumes_without_playing_one_
     server_b.chunk_delay(0.05)
     replay = await start(keep, server_b)
     task = replays.schedule(replay.pk)
-    while await Node.objects.filter(branch=replay.branch_id).acount() < 4:
-        await _sleep()
+    await until(lambda: Node.objects.filter(branch=replay.branch_id).acount(), 4)
     await sync_to_async(replays.stop)(replay)
     stopped = await task
     assert stopped.status == "stopped"
@@ -225,10 +225,12 @@ async def test_a_stopped_replay_keeps_its_turns_and_resumes_without_playing_one_
     assert texts == ACTIONS
 
 
-async def _sleep():
-    import asyncio
-
-    await asyncio.sleep(0.02)
+async def until(count, at_least, timeout=60):
+    """Wait until ``count()`` (awaitable) reaches ``at_least``, failing after ``timeout`` seconds."""
+    deadline = time.monotonic() + timeout
+    while await count() < at_least:
+        assert time.monotonic() < deadline, f"still below {at_least} after {timeout} s"
+        await asyncio.sleep(0.02)
 
 
 async def test_the_story_refuses_a_turn_while_a_replay_plays_and_says_why(keep, server_b):
@@ -259,44 +261,43 @@ async def test_same_prompts_of_turns_played_before_prompts_were_kept_is_refused(
     assert "Turn 3 was played before prompts were kept" in str(refused.value)
 
 
-async def test_the_branches_page_starts_shows_and_stops_a_replay(keep, server_b, client, owner, outsider):
-    await sync_to_async(client.force_login)(owner)
-    page = (await sync_to_async(client.get)(reverse("branches", args=[keep.pk]))).content.decode()
+async def test_the_branches_page_starts_shows_and_stops_a_replay(keep, server_b, async_client, owner, outsider):
+    await async_client.aforce_login(owner)
+    page = (await async_client.get(reverse("branches", args=[keep.pk]))).content.decode()
     assert 'id="replays"' in page and "Play a line again with another narrator" in page
     server_b.chunk_delay(0.05)
     server_b.script(*REPLAYED)
-    answer = await sync_to_async(client.post)(reverse("replay_start", args=[keep.pk]), {
+    answer = await async_client.post(reverse("replay_start", args=[keep.pk]), {
         "branch": keep.head_branch_id, "first": 1, "last": 10, "model": "other-model", "url": server_b.url,
-        "api": "openai"}, **HTMX)
+        "api": "openai"}, headers={"HX-Request": "true"})
     assert answer.status_code == 200
     replay = await Replay.objects.aget()
     assert f'id="replay-{replay.pk}"' in answer.content.decode() and 'hx-trigger="every 1s"' in answer.content.decode()
-    while await Node.objects.filter(branch=replay.branch_id).acount() < 2:
-        await _sleep()
-    fragment = (await sync_to_async(client.get)(reverse("replay_list", args=[keep.pk]), **HTMX)).content.decode()
+    await until(lambda: Node.objects.filter(branch=replay.branch_id).acount(), 2)
+    fragment = (await async_client.get(reverse("replay_list", args=[keep.pk]), headers={"HX-Request": "true"})).content.decode()
     assert re.search(r'class="replay-progress">\d+ of 10</span> · Playing', fragment)
-    stopped = await sync_to_async(client.post)(reverse("replay_stop", args=[keep.pk, replay.pk]), **HTMX)
+    stopped = await async_client.post(reverse("replay_stop", args=[keep.pk, replay.pk]), headers={"HX-Request": "true"})
     assert "Stopped" in stopped.content.decode() and "Resume" in stopped.content.decode()
     await replays._tasks[replay.pk]
 
     # A refusal keeps the form and says what to change.
-    refused = await sync_to_async(client.post)(reverse("replay_start", args=[keep.pk]), {
-        "branch": keep.head_branch_id, "first": 3, "last": 30, "model": "m"}, **HTMX)
+    refused = await async_client.post(reverse("replay_start", args=[keep.pk]), {
+        "branch": keep.head_branch_id, "first": 3, "last": 30, "model": "m"}, headers={"HX-Request": "true"})
     assert refused.status_code == 422 and "The line ends at turn 10" in refused.content.decode()
-    backwards = await sync_to_async(client.post)(reverse("replay_start", args=[keep.pk]), {
-        "branch": keep.head_branch_id, "first": 5, "last": 2, "model": "m"}, **HTMX)
+    backwards = await async_client.post(reverse("replay_start", args=[keep.pk]), {
+        "branch": keep.head_branch_id, "first": 5, "last": 2, "model": "m"}, headers={"HX-Request": "true"})
     assert backwards.status_code == 422 and "The last turn comes before the first" in backwards.content.decode()
 
     # The wrong method, and another person's campaign.
-    assert (await sync_to_async(client.get)(reverse("replay_start", args=[keep.pk]))).status_code == 405
-    assert (await sync_to_async(client.post)(reverse("replay_list", args=[keep.pk]))).status_code == 405
-    await sync_to_async(client.force_login)(outsider)
+    assert (await async_client.get(reverse("replay_start", args=[keep.pk]))).status_code == 405
+    assert (await async_client.post(reverse("replay_list", args=[keep.pk]))).status_code == 405
+    await async_client.aforce_login(outsider)
     for name, args in (("replay_compare", [keep.pk, replay.pk]), ("replay_list", [keep.pk]),
                        ("branches", [keep.pk])):
-        assert (await sync_to_async(client.get)(reverse(name, args=args))).status_code == 404
+        assert (await async_client.get(reverse(name, args=args))).status_code == 404
     for name, args in (("replay_stop", [keep.pk, replay.pk]), ("replay_resume", [keep.pk, replay.pk]),
                        ("replay_start", [keep.pk])):
-        assert (await sync_to_async(client.post)(reverse(name, args=args))).status_code == 404
+        assert (await async_client.post(reverse(name, args=args))).status_code == 404
 
 
 def test_the_command_replays_with_the_same_prompts_and_prints_the_comparison_per_turn(owner, server_a, server_b,
