@@ -36,6 +36,9 @@ chat template that opened the block in the prompt leaves it); an Ollama request 
 text alone, as a model that was asked not to think. `refuse_think()` answers any Ollama request carrying `think`
 as Ollama answers one for a model that cannot think (400), until `refuse_think(False)`.
 
+An OpenAI-compatible reply's usage says how many of its prompt's words the previous chat prompt began with
+(`prompt_tokens_details.cached_tokens`), as a server with one prompt cache reports its reuse.
+
 Every request is recorded in `server.requests`, every streamed chunk with its
 `time.perf_counter()` write time in `server.chunks`, and every stream the
 client closed before its end in `server.cancelled`. Embeddings are

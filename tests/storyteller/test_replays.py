@@ -279,6 +279,8 @@ async def test_the_branches_page_starts_shows_and_stops_a_replay(keep, server_b,
     stopped = await async_client.post(reverse("replay_stop", args=[keep.pk, replay.pk]), headers={"HX-Request": "true"})
     assert "Stopped" in stopped.content.decode() and "Resume" in stopped.content.decode()
     await replays._tasks[replay.pk]
+    branches = (await async_client.get(reverse("branches", args=[keep.pk]))).content.decode()
+    assert f'id="branch-{replay.branch_id}"' in branches and "played again by other-model" in branches
 
     # A refusal keeps the form and says what to change.
     refused = await async_client.post(reverse("replay_start", args=[keep.pk]), {
