@@ -11,7 +11,6 @@ from django.contrib.auth.decorators import login_required
 from django.shortcuts import aget_object_or_404, get_object_or_404, redirect, render
 from django.views.decorators.http import require_GET, require_POST
 
-from campaigns import lineage
 from campaigns import views as campaign_views
 from campaigns.models import MAX_TEMPERATURE, Branch, Campaign, Replay
 

@@ -10,6 +10,8 @@ OpenAI-compatible one, which reports its prompt cache) plays the line again.
 import asyncio
 import json
 import re
+import subprocess
+import sys
 import time
 
 import pytest
@@ -21,11 +23,11 @@ from campaigns import worldfile
 from campaigns.models import (Branch, Campaign, ContextSnapshot, Node, RecorderRun, Replay, StateEvent,
                               StateRecord)
 from storyteller import replays, turns
-from storyteller.context import Action
 from storyteller.llm.fake_server import FakeModelServer
 from storyteller.llm.scripted import vector_for
 from storyteller.steps import postturn
 from tests.campaigns.test_world import document
+from tests.storyteller.test_recorder import play
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -89,18 +91,9 @@ async def played_keep(owner, server_a):
     campaign, _ = await sync_to_async(worldfile.create_campaign)(owner, document())
     server_a.script(*ORIGINAL)
     for action in ACTIONS:
-        await _play(campaign, action)
+        await play(campaign, action)
     await postturn.settle()
     return await Campaign.objects.select_related("head_branch").aget(pk=campaign.pk)
-
-
-async def _play(campaign, text):
-    async def relay(_):
-        pass
-
-    result = await turns.play_turn(campaign.pk, Action(mode="do", text=text), relay)
-    await result.post_turn
-    return result
 
 
 def narration(server):
@@ -236,7 +229,7 @@ async def until(count, at_least, timeout=60):
 async def test_the_story_refuses_a_turn_while_a_replay_plays_and_says_why(keep, server_b):
     await start(keep, server_b)
     with pytest.raises(turns.TurnFailed) as refused:
-        await _play(keep, "open the door")
+        await play(keep, "open the door")
     assert str(refused.value) == turns.REPLAY_PLAYING
 
 
@@ -319,3 +312,25 @@ def test_the_command_replays_with_the_same_prompts_and_prints_the_comparison_per
     assert printed["turns"][1]["state_differences"] == [{"what": "Where mara is", "original": "corridor",
                                                          "replay": "hall"}]
     assert all(turn["replay"]["cached_tokens"] is not None for turn in printed["turns"])
+
+
+async def test_the_app_picks_up_a_replay_whose_process_ended_and_leaves_one_a_live_process_plays(keep, server_b):
+    server_b.script(*REPLAYED)
+    replay = await start(keep, server_b)
+    ended = subprocess.Popen([sys.executable, "-c", "pass"])
+    ended.wait()
+    alive = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    try:
+        await Replay.objects.filter(pk=replay.pk).aupdate(runner=alive.pid)
+        await replays.resume_unfinished()
+        assert replay.pk not in replays._tasks, "another live process plays it"
+        assert (await replays.run(replay.pk)).status == "running", "nor does a run here take it over"
+        assert not await Node.objects.filter(branch=replay.branch_id).aexists()
+    finally:
+        alive.kill()
+        alive.wait()
+    await Replay.objects.filter(pk=replay.pk).aupdate(runner=ended.pid)
+    await replays.resume_unfinished()
+    done = await replays._tasks[replay.pk]
+    assert (done.status, done.runner) == ("done", None)
+    assert await Node.objects.filter(branch=replay.branch_id).acount() == 20
