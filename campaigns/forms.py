@@ -25,7 +25,7 @@ class CampaignForm(forms.ModelForm):
         fields = [
             "title", "genre", "protagonist", "persona", "opening",
             "point_of_view", "prose_length", "dialogue_density", "descriptive_richness", "violence_level",
-            "pacing", "style_notes", "narrator_rules",
+            "pacing", "style_notes", "narrator_rules", "reply_direction", "style_examples",
             "context_token_budget", "max_output_tokens", "temperature",
             *VOICES_FIELDS,
             "memory_recall", "memory_over_retrieve", "memory_diversity", "memory_associate", "memory_flaky",
@@ -36,6 +36,8 @@ class CampaignForm(forms.ModelForm):
             "protagonist": forms.TextInput(),
             "style_notes": forms.Textarea(attrs={"rows": 2}),
             "narrator_rules": forms.Textarea(attrs={"rows": 3}),
+            "reply_direction": forms.Textarea(attrs={"rows": 2}),
+            "style_examples": forms.Textarea(attrs={"rows": 4}),
         }
 
     # Characters' recall: a form that leaves one out keeps the campaign's value (the seed's default when new).

@@ -12,7 +12,7 @@ the prefix-reuse test.
 """
 
 from . import (builtin, checkpoint, imports, knowledge, limits, memory, minds, overhead, page, recording, replay, rules,
-               state, turn, turn_first, voices, world)
+               state, tavern, turn, turn_first, voices, world)
 
 BENCHMARKS = {
     "turn": turn.run,
@@ -31,6 +31,7 @@ BENCHMARKS = {
     "voices": voices.run,
     "builtin": builtin.run,
     "limits": limits.run,
+    "tavern": tavern.run,
     "replay": replay.run,
 }
 # Run only when named: minutes of the built-in model, not milliseconds of the app.
