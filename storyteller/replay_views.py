@@ -40,8 +40,7 @@ class ReplayForm(forms.Form):
 
     def __init__(self, *args, campaign, **kwargs):
         super().__init__(*args, **kwargs)
-        ids = [pk for pk in Branch.objects.filter(campaign=campaign).exclude(replay__isnull=False)
-               .values_list("pk", flat=True)]
+        ids = Branch.objects.filter(campaign=campaign).values_list("pk", flat=True)
         self.fields["branch"].choices = [(pk, f"#{pk}" + (" (current)" if pk == campaign.head_branch_id else ""))
                                          for pk in ids]
         self.fields["branch"].initial = campaign.head_branch_id

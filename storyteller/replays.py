@@ -72,7 +72,7 @@ def start(campaign, *, from_depth, to_depth, model, url="", api="", temperature=
         if len(actions) > MAX_TURNS:
             raise ReplayRefused(f"That line has {len(actions)} turns; replay at most {MAX_TURNS} at once.")
         if same_prompts:
-            _check_prompts_kept(line, actions)
+            _check_prompts_kept(lineage.path_at(campaign.pk, source.pk, actions[-1] + 1), actions)
         if Replay.objects.filter(campaign=campaign, status=Replay.Status.RUNNING).exists():
             raise ReplayRefused("A replay is already playing in this story; stop it or let it finish first.")
         fork = actions[0] - 1
