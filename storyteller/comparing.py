@@ -57,6 +57,11 @@ class Turn:
     same_text: bool
     state: list  # (label, original value, replay value) where they differ
 
+    @property
+    def sides(self):
+        """Return (original, replay): the two Sides in the order the page shows them."""
+        return self.original, self.replay
+
 
 @dataclass(frozen=True)
 class Summary:
