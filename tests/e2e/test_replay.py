@@ -36,7 +36,7 @@ def test_a_replay_is_started_followed_and_compared_in_the_browser(app, fake, oth
         send(page, action)
         settled(page)
     other.script(*REPLAYED)
-    other.chunk_delay(0.05)
+    other.chunk_delay(0.3)  # slow enough to be stopped mid-line
     page.click("text=Branches & save points")
     page.wait_for_selector("#replays")
     form = page.locator("form.replay-form")
@@ -47,6 +47,14 @@ def test_a_replay_is_started_followed_and_compared_in_the_browser(app, fake, oth
     form.locator("[name=api]").select_option("openai")
     form.locator("[data-action=start-replay]").click()
     page.wait_for_selector("#replays tr[data-status=running]")
+    page.click("#replays [data-action=stop-replay]")
+    page.wait_for_selector("#replays tr[data-status=stopped]")
+    stopped = page.inner_text("#replays tr[data-status=stopped]")
+    assert "0 of 3" in stopped and "Stopped" in stopped, "stopped while the first turn was written: nothing kept"
+    other.reset()  # the stopped request took the first scripted reply with it
+    other.script(*REPLAYED)
+    other.chunk_delay(0.02)
+    page.click("#replays [data-action=resume-replay]")
     page.wait_for_selector("#replays tr[data-status=done]", timeout=60_000)
     row = page.inner_text("#replays tr[data-status=done]")
     assert "3 of 3" in row and "Finished" in row and "other-model" in row
@@ -58,6 +66,7 @@ def test_a_replay_is_started_followed_and_compared_in_the_browser(app, fake, oth
     page.wait_for_selector("#compare-summary")
     summary = page.inner_text("#compare-summary")
     assert "3 of 3 turns played again" in summary and "1 reply word for word the same" in summary
+    assert len(other.bodies("/v1/chat/completions")) == 4, "the turn Stop cut short was asked again, no other"
     assert page.locator("#turn-1 .word-diff ins").first.inner_text() in ("lies", "cold")
     assert "A fox darts across the lane." in page.inner_text("#turn-2")
     assert "reused from the server's cache" in page.inner_text("#turn-2")
