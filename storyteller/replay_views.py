@@ -10,6 +10,7 @@ from django import forms
 from django.contrib.auth.decorators import login_required
 from django.shortcuts import aget_object_or_404, get_object_or_404, redirect, render
 from django.views.decorators.http import require_GET, require_POST
+from django_htmx.http import HttpResponseClientRefresh
 
 from campaigns import views as campaign_views
 from campaigns.models import MAX_TEMPERATURE, Branch, Campaign, Replay
@@ -63,8 +64,12 @@ def replays_context(campaign, form=None, error=""):
 @login_required
 @require_GET
 def replay_list(request, pk):
+    """Answer the replays' progress; once the one playing has ended, reload the page (its branches have grown)."""
     campaign = campaign_views.campaign_for_user(request, pk)
-    return render(request, "storyteller/_replays.html", replays_context(campaign))
+    context = replays_context(campaign)
+    if request.GET.get("while") == "playing" and not context["playing"] and request.htmx:
+        return HttpResponseClientRefresh()
+    return render(request, "storyteller/_replays.html", context)
 
 
 @login_required

@@ -272,6 +272,9 @@ async def test_the_branches_page_starts_shows_and_stops_a_replay(keep, server_b,
     stopped = await async_client.post(reverse("replay_stop", args=[keep.pk, replay.pk]), headers={"HX-Request": "true"})
     assert "Stopped" in stopped.content.decode() and "Resume" in stopped.content.decode()
     await replays._tasks[replay.pk]
+    polled = await async_client.get(reverse("replay_list", args=[keep.pk]) + "?while=playing",
+                                    headers={"HX-Request": "true"})
+    assert polled.headers.get("HX-Refresh") == "true", "a replay that has ended reloads the page"
     branches = (await async_client.get(reverse("branches", args=[keep.pk]))).content.decode()
     assert f'id="branch-{replay.branch_id}"' in branches and "played again by other-model" in branches
 
