@@ -57,8 +57,9 @@ def replays_context(campaign, form=None, error=""):
     """Return what ``storyteller/_replays.html`` renders: the campaign's replays, their progress, the form."""
     rows = [{"replay": r, "done": replays.progress(r)} for r in
             Replay.objects.filter(campaign=campaign).select_related("branch")[:20]]
+    # A stopped replay whose runner has not let go yet is stopping: the page watches it until it has.
     return {"campaign": campaign, "replays": rows, "form": form or ReplayForm(campaign=campaign), "error": error,
-            "playing": any(row["replay"].status == Replay.Status.RUNNING for row in rows)}
+            "playing": any(row["replay"].status == Replay.Status.RUNNING or row["replay"].runner for row in rows)}
 
 
 @login_required

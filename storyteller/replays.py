@@ -110,6 +110,8 @@ def resume(replay):
     """Mark a stopped or failed replay to play again from where it stopped."""
     if replay.status == Replay.Status.DONE:
         raise ReplayRefused("That replay has played every turn of its line.")
+    if replay.status != Replay.Status.RUNNING and replay.runner is not None and _alive(replay.runner):
+        raise ReplayRefused("The replay is still stopping (its last turn is being let go); resume it in a moment.")
     if Replay.objects.filter(campaign_id=replay.campaign_id, status=Replay.Status.RUNNING).exclude(
             pk=replay.pk).exists():
         raise ReplayRefused("Another replay is playing in this story; stop it or let it finish first.")

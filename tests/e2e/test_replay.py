@@ -48,7 +48,7 @@ def test_a_replay_is_started_followed_and_compared_in_the_browser(app, fake, oth
     form.locator("[data-action=start-replay]").click()
     page.wait_for_selector("#replays tr[data-status=running]")
     page.click("#replays [data-action=stop-replay]")
-    page.wait_for_selector("#replays tr[data-status=stopped]")
+    page.wait_for_selector("#replays tr[data-status=stopped] [data-action=resume-replay]")
     stopped = page.inner_text("#replays tr[data-status=stopped]")
     assert "0 of 3" in stopped and "Stopped" in stopped, "stopped while the first turn was written: nothing kept"
     other.reset()  # the stopped request took the first scripted reply with it
