@@ -51,7 +51,6 @@ class Reply:
     done_reason: str = ""
     duration_ms: int | None = None
     thinking: str = ""  # a reasoning model's thinking before the reply, kept beside it
-    messages: list = ()  # the messages the narrator was sent for it, exactly (issue 29's same prompts)
 
 
 def start_campaign(campaign):
@@ -169,7 +168,6 @@ def _write_reply(campaign_id, branch_id, depth, reply, parent_through):
         eval_count=reply.eval_count,
         done_reason=reply.done_reason or "",
         duration_ms=reply.duration_ms,
-        messages=list(reply.messages),
     )
     return node
 

@@ -26,11 +26,11 @@ from channels.db import database_sync_to_async
 from django.db import transaction
 
 from campaigns import lineage
-from campaigns.models import Branch, Campaign, ContextSnapshot, Node, RecorderRun, Replay
+from campaigns.models import Branch, Campaign, Node, RecorderRun, Replay
 
 from . import llm, turns
 from .context import Action
-from .steps import postturn
+from .steps import postturn, prompts
 
 logger = logging.getLogger(__name__)
 
@@ -85,14 +85,13 @@ def start(campaign, *, from_depth, to_depth, model, url="", api="", temperature=
 
 
 def _check_prompts_kept(line, actions):
-    replies = dict(ContextSnapshot.objects.filter(line.clause("node__"), node__campaign_id=line.campaign_id,
-                                                  node__depth__in=[d + 1 for d in actions])
-                   .values_list("node__depth", "messages"))
+    replies = {node.depth: node for node in line.nodes().filter(depth__in=[d + 1 for d in actions])}
     for depth in actions:
-        if not replies.get(depth + 1):
+        if depth + 1 not in replies or prompts.sent(replies[depth + 1]) is None:
             raise ReplayRefused(
-                f"Turn {(depth + 1) // 2} was played before prompts were kept, so its prompt cannot be sent again; "
-                "replay without “same prompts”, or from a later turn.")
+                f"Turn {(depth + 1) // 2}'s prompt cannot be read back as it was sent (it was played before prompts "
+                "were kept, or by the same prompts of another replay), so it cannot be sent again; replay without "
+                "“same prompts”, or from a later turn.")
 
 
 def narrator_of(replay):
@@ -183,7 +182,7 @@ async def run(replay_id, *, say=None):
                 say(turn.number, replay.turns, played.node_id)
     except turns.TurnFailed as error:
         await _fail(replay_id, f"Turn {turn.number} of the replay was not played: {error}")
-    except llm.NarratorError as error:
+    except (llm.NarratorError, ReplayRefused) as error:
         await _fail(replay_id, str(error))
     finally:
         await Replay.objects.filter(pk=replay_id, runner=os.getpid()).aupdate(runner=None)
@@ -233,8 +232,11 @@ def _next_turn(replay_id):
         original = line.nodes().get(depth=depth)
         prompt = None
         if replay.same_prompts:
-            prompt = ContextSnapshot.objects.filter(line.clause("node__"), node__campaign_id=replay.campaign_id,
-                                                    node__depth=depth + 1).values_list("messages", flat=True).get()
+            narration = prompts.sent(line.nodes().get(depth=depth + 1))
+            if narration is None:
+                raise ReplayRefused(f"Turn {(depth + 1) // 2}'s original prompt no longer reads back as it was sent, "
+                                    "so the replay stopped there; resume it without “same prompts”.")
+            prompt = narration.messages
         Campaign.objects.filter(pk=replay.campaign_id).update(head_branch=replay.branch, head_depth=tip)
     return _Turn((depth - replay.from_depth) // 2 + 1, Action(mode=original.mode, text=original.text,
                                                                   direction=original.direction), prompt)

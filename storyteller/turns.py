@@ -21,9 +21,9 @@ from campaigns.models import Campaign, Node, Replay
 from memory import bank, recall_index
 
 from . import context, llm, tokens, warming
-from .steps import compaction, postturn
+from .steps import compaction, postturn, requests
 from .voices import gm
-from .llm import priority, thinking
+from .llm import priority, thinking, usage
 from .context import Action
 from .context.budget import MESSAGE_OVERHEAD, REPLY_MARGIN
 
@@ -318,14 +318,17 @@ async def _play(campaign_id, action, relay, retry, notify, think, *, on_voice=No
                 narrator=None, sampling=Sampling(), prompt=None):
     prepared = await _prepare_compacting(campaign_id, action, retry, notify, edit_of, narrator=narrator)
     campaign = prepared.campaign
-    played, messages = None, prepared.ctx.messages if prompt is None else prompt
+    played, messages, used = None, prepared.ctx.messages if prompt is None else prompt, []
     temperature, limit = sampling.of(campaign)
     if voices:
         try:
-            played = await gm.play(campaign, prepared.path, prepared.ctx, prepared.narrator, on_voice=on_voice)
+            with usage.collecting() as used:
+                played = await gm.play(campaign, prepared.path, prepared.ctx, prepared.narrator, on_voice=on_voice)
         except gm.StepFailed as error:
             raise TurnFailed(f"{error} Nothing was saved.") from error
         messages = played.narration_messages
+        # The steps after the turn continue the narration's prompt, the game master's rules and notes included.
+        prepared.ctx.report["prompt"]["digest"] = context.digest(messages)
     options = llm.ChatOptions(num_predict=limit, num_ctx=campaign.context_token_budget, temperature=temperature)
     started = time.perf_counter()
     written, began = thinking.Reply(), []
@@ -342,14 +345,20 @@ async def _play(campaign_id, action, relay, retry, notify, think, *, on_voice=No
     report["usage"] = _usage(final, written) | {
         "first_word_ms": int((began[0] - started) * 1000) if began else None}
     if prompt is not None:
+        # Sent the original reply's prompt, not the one this report's sections make: no prompt to read back, so
+        # the steps after it use their own (``steps.prompts``).
         report["same_prompt"] = True
+        report.pop("prompt", None)
     drafts = list(_drafts.get(campaign_id, []))
     if drafts:
         report["drafts"] = [{**draft, "sent": _sent_as(draft["draft"], prepared.action)} for draft in drafts]
     if played is None:
         counted = context.node_tokens(Node.Role.NARRATOR, "", text)
     else:
-        report["voices"] = {**played.report, "narration": await gm.narration_step(prepared.narrator, messages, text)}
+        with usage.collecting() as after:
+            report["voices"] = {**played.report, "narration": await gm.narration_step(prepared.narrator, messages,
+                                                                                    text)}
+        used += after
         counted = gm.reply_tokens(played, text)  # as history renders the turn: notes, request, narration
         text = gm.transcript(played, text)
     reply = story.Reply(
@@ -363,10 +372,10 @@ async def _play(campaign_id, action, relay, retry, notify, think, *, on_voice=No
         done_reason=final.done_reason or "",
         duration_ms=int((time.perf_counter() - started) * 1000),
         thinking=written.thinking.strip(),
-        messages=messages,
     )
     node = await database_sync_to_async(_commit)(prepared, reply, retry, played)
     _forget_drafts(campaign_id, len(drafts))
+    await requests.arecord(node.pk, used)  # the game master's steps, its characters, its narration step
     # The commit has returned, so the turn is durable: only now may the recorder read it.
     post_turn = postturn.schedule(campaign.pk, node.pk)
     notice = ""
