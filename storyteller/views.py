@@ -30,12 +30,12 @@ from campaigns import importing, lineage, playing, rule_views, story, storytime,
 from campaigns import views as campaign_views
 from campaigns.forms import (MAX_ACTION, MAX_DIRECTION, CampaignForm, CanonRuleFormSet, EditCampaignForm,
                              NewCampaignForm, SavePointForm)
-from campaigns.models import NODE_CHARS, Branch, Campaign, Node, OffstageRun, Round, SavePoint
+from campaigns.models import NODE_CHARS, Branch, Campaign, Node, OffstageRun, Replay, Round, SavePoint
 from campaigns.state.time import calendar
 from memory import bank as memory_bank
 from memory import views as memory_views
 
-from . import bundle, editing, llm, narrator_views, signin
+from . import bundle, editing, llm, narrator_views, replay_views, signin
 from .context import player_name, prefix_hash
 from .diagnostics import long_run
 from .steps import away, compaction, memories, postturn
@@ -295,6 +295,7 @@ def branches(request, pk):
     campaign = campaign_views.campaign_for_user(request, pk)
     path = lineage.path_of(campaign)
     rows = []
+    replayed = dict(Replay.objects.filter(campaign=campaign).values_list("branch_id", "model"))
     for branch in Branch.objects.filter(campaign=campaign).select_related("parent"):
         tip = lineage.tip_depth(branch)
         last = Node.objects.filter(branch=branch).order_by("-depth").first()
@@ -305,9 +306,11 @@ def branches(request, pk):
             "last": last,
             "active": branch.pk == campaign.head_branch_id,
             "on_path": path.contains(branch.pk, tip),
+            "replayed_by": replayed.get(branch.pk, ""),
         })
     save_points = SavePoint.objects.filter(campaign=campaign)
-    return render(request, "campaigns/branches.html", {"campaign": campaign, "rows": rows, "save_points": save_points})
+    return render(request, "campaigns/branches.html", {"campaign": campaign, "rows": rows, "save_points": save_points,
+                                                       **replay_views.replays_context(campaign)})
 
 
 @login_required

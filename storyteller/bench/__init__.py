@@ -12,7 +12,7 @@ the prefix-reuse test.
 """
 
 from . import (builtin, checkpoint, imports, knowledge, limits, memory, minds, model_work, overhead, page, recording,
-               rules, state, tavern, turn, turn_first, view, voices, world)
+               replay, rules, state, tavern, turn, turn_first, view, voices, world)
 
 BENCHMARKS = {
     "turn": turn.run,
@@ -33,6 +33,7 @@ BENCHMARKS = {
     "model-work": model_work.run,
     "limits": limits.run,
     "tavern": tavern.run,
+    "replay": replay.run,
     "view": view.run,
 }
 # Run only when named: minutes of the built-in model (or of 440 turns played), not milliseconds of the app.
