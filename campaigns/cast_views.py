@@ -1,7 +1,7 @@
 """The cast: the characters brought from character cards that the player's character knows, with their portraits.
 
 A player's page, like the reading-aloud panel: only characters the
-protagonist has met, knows of or sees now are listed (``known_characters``).
+protagonist has met, knows of or sees now are listed (the author's view: every one).
 Each shows its portrait, the one line the story knows of it, and its card's
 creator's notes — shown to the person, never sent to a model. A portrait
 is served to the campaign's owner only, as the picture type the import drew
@@ -13,30 +13,28 @@ from django.http import Http404, HttpResponse
 from django.shortcuts import render
 from django.views.decorators.http import require_GET
 
-from . import lineage, state
+from . import viewing
 from .models import CharacterCard
 from .views import campaign_for_user
-from .voice_views import known_characters
+from .voice_views import listed
 
 
-def cast_of(campaign, now):
-    """Return [{card, name, line}] of the campaign's carded characters the protagonist knows on the line ``now``."""
-    known = {character["key"]: character for character in known_characters(now)}
-    found = []
-    for card in CharacterCard.objects.filter(campaign=campaign, entity__in=known).defer("card"):
-        entity = now.entity(card.entity)
-        found.append({"card": card, "name": known[card.entity]["name"],
-                      "line": entity.data.get("description", "") if entity else ""})
-    return found
+def cast_of(campaign, view):
+    """Return [{card, name, line}] of the campaign's carded characters ``view`` knows (the author's: every one)."""
+    known = {character["key"]: character for character in listed(view)}
+    lines = {record.subject: record.data.get("description", "") for record in view.entities()
+             if record.subject in known}
+    return [{"card": card, "name": known[card.entity]["name"], "line": lines.get(card.entity, "")}
+            for card in CharacterCard.objects.filter(campaign=campaign, entity__in=known).defer("card")]
 
 
 @login_required
 @require_GET
 def cast_panel(request, pk):
     campaign = campaign_for_user(request, pk)
-    now = state.state_at(lineage.path_of(campaign), campaign)
+    view = viewing.view_of(campaign)
     template = "campaigns/_cast_panel.html" if request.htmx else "campaigns/cast.html"
-    return render(request, template, {"campaign": campaign, "cast": cast_of(campaign, now)})
+    return render(request, template, {"campaign": campaign, "view": view, "cast": cast_of(campaign, view)})
 
 
 @login_required

@@ -226,6 +226,17 @@ class Campaign(models.Model):
         max_length=300, blank=True,
         help_text="An optional reranking server (POST /rerank, as llama.cpp and TEI answer); empty: none.")
 
+    # Who the play page shows the story as (issue 24): the player's character by default; the author's view
+    # (everything, spoilers included) is one deliberate switch, remembered here. Not exported: an imported
+    # campaign opens as its player sees it.
+    author_view = models.BooleanField(
+        default=False, editable=False,
+        help_text="Show everything on the play page, spoilers included, instead of what the player's character "
+                  "knows.")
+    # The characters the player muted for the scene (the game master does not have them answer), and the
+    # protagonist's place when they did: a new place is a new scene, and the list is void there.
+    muted = models.JSONField(default=dict, blank=True, editable=False)
+
     # The head: where the story currently stands. Every read of the story
     # starts from here through ``lineage.path_of``.
     head_branch = models.ForeignKey("Branch", null=True, blank=True, on_delete=models.RESTRICT, related_name="+")
@@ -509,6 +520,7 @@ class StateEvent(models.Model):
         WORLD = "world", "World file (at the opening)"
         ENGINE = "engine", "Story time and world rules (the application)"
         JUDGE = "judge", "Trigger judge (after a turn)"
+        PLAYER = "player", "The player (an action played from the page)"
 
     class Status(models.TextChoices):
         APPLIED = "applied", "Applied"

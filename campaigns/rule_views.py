@@ -14,10 +14,9 @@ from django.contrib.auth.decorators import login_required
 from django.shortcuts import render
 from django.views.decorators.http import require_GET, require_POST
 
-from . import lineage, storytime, uploads
+from . import storytime, uploads, viewing
 from .forms import CorrectionForm
 from .models import StateEvent
-from .state import PROTAGONIST, state_at
 from .state.registry import TYPES
 from .state.time import agenda, calendar, clock, rulebook
 from .state.world import world
@@ -40,75 +39,80 @@ ROLL_LOG = 30
 TIME_ZONES = sorted(zoneinfo.available_timezones())
 
 
-def _head(campaign):
-    campaign.refresh_from_db()
-    path = lineage.path_of(campaign)
-    return path, state_at(path, campaign)
-
-
-def time_context(campaign, path, now):
-    """Return what ``_time_panel.html`` shows: the date and time, due engagements, where everyone should be."""
+def time_context(campaign, view):
+    """Return what ``_time_panel.html`` shows: the date and time, the viewer's engagements and plans, and where
+    those it may know of are (the author's view: everyone, their routines and plans)."""
     tz = campaign.time_zone
-    current = rulebook.clock_of(now)
-    cal = rulebook.calendar_of(now)
+    current = view.clock()
     context = {"clock": None, "engagements": [], "people": [], "intents": [], "modes": clock.MODES}
     if current is None:
         created = int(campaign.created_at.timestamp() * 1000)
-        context["starts"] = calendar.describe_instant(created - created % 60_000, tz, cal)
+        context["starts"] = calendar.describe_instant(created - created % 60_000, tz)
         return context
-    record = now.get("clock")
+    cal = view.calendar()
     at = current.at
-    moment = calendar.moment(at, tz)
     context["clock"] = {"at": at, "text": calendar.describe_instant(at, tz, cal), "mode": current.mode,
                         "local": calendar.local(at, tz).strftime("%Y-%m-%d %H:%M"), "time_zone": tz,
-                        "notice": record.data.get("notice") if record.depth == path.head_depth else "",
-                        "provenance": record.provenance}
-    shown, more = agenda.due(rulebook.engagements_of(now), at)
+                        "notice": view.clock_notice(), "provenance": view.clock_provenance()}
+    engagements = view.engagements()
+    shown, more = agenda.due(engagements, at)
     due = {e.id for e in shown}
     context["engagements"] = [
-        {"engagement": e, "text": agenda.describe_engagement(e, at, tz, now.name_of), "overdue": e.overdue(at),
-         "due": e.id in due} for e in sorted(rulebook.engagements_of(now), key=lambda e: (e.status != "pending", e.at))]
+        {"engagement": e, "text": agenda.describe_engagement(e, at, tz, view.name_of), "overdue": e.overdue(at),
+         "due": e.id in due} for e in sorted(engagements, key=lambda e: (e.status != "pending", e.at))]
     context["more_due"] = more
-    routines = rulebook.routines_of(now)
-    people = sorted(world.characters(now), key=lambda key: (key != PROTAGONIST, now.name_of(key).lower()))
-    for key in people:
-        place = now.location_of(key)
+    routines = view.routines()
+    moment = calendar.moment(at, tz)
+    intents = view.intents()
+    for key in view.whereabouts():
+        place = view.where_is(key)
         slot = routines[key].at(moment, cal)[0] if key in routines else None
         context["people"].append({
-            "key": key, "name": now.name_of(key), "place": place, "place_name": now.name_of(place) if place else "",
-            "window": slot, "elsewhere": bool(slot and slot.place and slot.place != place),
-            "should_be": now.name_of(slot.place) if slot and slot.place else "", "routine": key in routines,
-            "intents": agenda.top_intents([i for i in rulebook.intents_of(now) if i.who == key])})
+            "key": key, "name": view.name_of(key), "place": place, "place_name": view.name_of(place) if place else "",
+            "you": key == view.who, "window": slot, "elsewhere": bool(slot and slot.place and slot.place != place),
+            "should_be": view.name_of(slot.place) if slot and slot.place else "", "routine": key in routines,
+            "intents": agenda.top_intents([i for i in intents if i.who == key])})
     return context
 
 
-def variables_context(campaign, path, now):
-    defs = rulebook.definitions_of(now)
-    values = rulebook.values_of(now)
-    rows = [{"object": obj, "name": now.name_of(obj) if obj != "world" else "the world", "variable": name,
-             "text": defs[name].describe(value) if name in defs else f"{name} {value}",
-             "visibility": defs[name].visibility if name in defs else ""}
-            for (obj, name), value in sorted(values.items(), key=lambda item: (now.name_of(item[0][0]), item[0][1]))]
-    return {"definitions": [d for d in defs.values() if not d.builtin], "builtins": [d for d in defs.values()
-                                                                                    if d.builtin],
-            "values": rows, "temperaments": [{"name": now.name_of(r.subject), "value": r.value}
-                                             for r in now.of_kind("temperament")],
-            "targets": [now.name_of(key) for key in world.characters(now)] + ["world"]}
+def variables_context(campaign, view):
+    """Return what ``_variables_panel.html`` shows: the values the viewer may see, and (the author) the forms."""
+    rows = [{"object": obj, "name": view.name_of(obj) if obj != "world" else "the world", "variable": name,
+             "text": definition.describe(value) if definition else f"{name} {value}",
+             "visibility": definition.visibility if definition else ""}
+            for obj, name, value, definition in sorted(view.variables(), key=lambda row: (view.name_of(row[0]),
+                                                                                          row[1]))]
+    definitions = view.definitions()
+    context = {"definitions": [d for d in definitions if not d.builtin], "builtins": [d for d in definitions
+                                                                                     if d.builtin],
+               "values": rows, "temperaments": [], "targets": []}
+    if view.author:
+        now = view.everything
+        context["temperaments"] = [{"name": now.name_of(r.subject), "value": r.value}
+                                   for r in now.of_kind("temperament")]
+        context["targets"] = [now.name_of(key) for key in world.characters(now)] + ["world"]
+    return context
 
 
-def rolls_context(campaign, path, now):
-    rolls = list(reversed(rulebook.rolls_of(now)))[:ROLL_LOG]
-    return {"rolls": [{"record": r, "data": r.data, "who": now.name_of(r.data.get("who")) if r.data.get("who") else ""}
-                      for r in rolls],
-            "checks": sorted(rulebook.checks_of(now).items()),
-            "characters": [now.name_of(key) for key in world.characters(now)]}
+def rolls_context(campaign, view):
+    """Return what ``_rolls_panel.html`` shows: the rolls the viewer may see, newest first, and the checks."""
+    rolls = list(reversed(view.rolls()))[:ROLL_LOG]
+    return {"rolls": [{"record": r, "data": r.data, "who": view.name_of(r.data.get("who")) if r.data.get("who")
+                       else ""} for r in rolls],
+            "checks": sorted(view.checks().items()),
+            "characters": [name for _, name, _ in view.people_known()]}
 
 
-def triggers_context(campaign, path, now):
+def triggers_context(campaign, view):
+    """Return what ``_triggers_panel.html`` shows: for a player, what it was told is coming; for the author, every
+    trigger, its status, beats and cues."""
+    if not view.author:
+        return {"announcements": view.announcements()}
+    now = view.everything
     tz = campaign.time_zone
     notes = rulebook.notes_of(now)
     rows = []
-    for trigger, status in rulebook.triggers_of(now):
+    for trigger, status in view.triggers():
         announce = trigger.announce
         rows.append({"trigger": trigger, "status": status,
                      "last_fired": calendar.describe_instant(status.last_fired, tz) if status.last_fired else "",
@@ -133,10 +137,11 @@ CONTEXTS = {"time": time_context, "variables": variables_context, "rolls": rolls
 
 def render_panel(request, campaign, panel, *, message="", error="", reload_panels=False):
     """Return a panel's fragment for htmx (the others reloaded after a change), or its page around it."""
-    path, now = _head(campaign)
+    campaign.refresh_from_db()
+    view = viewing.view_of(campaign)
     fragment, page = PANELS[panel][:2]
-    context = {"campaign": campaign, "panel": panel, "rules_message": message, "rules_error": error,
-               "reload_panels": reload_panels, **CONTEXTS[panel](campaign, path, now)}
+    context = {"campaign": campaign, "view": view, "panel": panel, "rules_message": message, "rules_error": error,
+               "reload_panels": reload_panels, **CONTEXTS[panel](campaign, view)}
     return render(request, fragment if request.htmx else page, context)
 
 

@@ -20,14 +20,15 @@ from .state.time import rulebook
 ENGINE = StateEvent.Source.ENGINE
 
 
-def advance(node, *, started_ms=None):
+def advance(node, *, started_ms=None, travel_seconds=0):
     """Time the turn that ends at reply ``node``, in the caller's transaction; return the engine's events.
 
     The clock starts if the line has none; a real clock first catches up
     with the wall as it was when the turn started (decision D7: undo or a
     branch switch may have left this line behind, or the person was away),
     then takes the round's wall time; a simulated one moves by the round
-    (``round_seconds``, until the recorder says how long the turn took).
+    (``round_seconds``, until the recorder says how long the turn took), or
+    by the journey the player's own move made (``travel_seconds``) when longer.
     Then whoever is away from the protagonist follows their routine (when
     the line has routines), and the world's triggers are checked
     (``apply_events``).
@@ -53,7 +54,7 @@ def advance(node, *, started_ms=None):
         if wall > max(at, started):
             events.append({"type": "real", "data": {"wall_ms": wall}})
     else:
-        events.append({"type": "elapse"})
+        events.append({"type": "elapse", "data": {"travel_seconds": travel_seconds} if travel_seconds else {}})
     if state.of_kind("routine"):
         events.append({"type": "catch_up"})
     stored = apply_events(node, events, source=ENGINE)

@@ -8,14 +8,15 @@ inside a page otherwise, and re-rendered after every change.
 """
 
 from django.contrib.auth.decorators import login_required
-from django.shortcuts import get_object_or_404, render
+from django.shortcuts import get_object_or_404, redirect, render
+from django.utils.http import url_has_allowed_host_and_scheme
+from django_htmx.http import HttpResponseClientRedirect
 from django.views.decorators.http import require_GET, require_POST
 
-from . import lineage, state, worldmap
+from . import lineage, muting, state, viewing
 from .forms import CorrectionForm
 from .models import Campaign, Node, RecorderRun, StateEvent
 from .state.registry import OP_NAMES
-from .state.selection import describe
 from .state.world import authoring, lint, world
 
 # The panel's sections, in reading order, with the record kinds they show.
@@ -34,8 +35,15 @@ def campaign_for_user(request, pk):
     return get_object_or_404(Campaign, pk=pk, owner=request.user)
 
 
+def author_only(request, campaign, what):
+    """Return the page saying that ``what`` is the author's view, with the switch that shows it (403: not in this
+    view)."""
+    return render(request, "storyteller/author_only.html", {"campaign": campaign, "what": what}, status=403)
+
+
 def state_panel_context(campaign, *, message="", error=""):
-    """Return what ``campaigns/_state_panel.html`` renders: the head's state and its recording status."""
+    """Return what ``campaigns/_state_panel.html`` renders: the head's state as the page's viewer may know it, and
+    (the author's view) its recording status and every record with its provenance."""
     path = lineage.path_of(campaign)
     head = path.nodes().filter(depth=campaign.head_depth).first()
     # The run before the state: a run that reads "applied" committed its
@@ -43,33 +51,35 @@ def state_panel_context(campaign, *, message="", error=""):
     # Read the other way round, a recording landing between the two reads
     # showed "recorded" over the state from before it.
     run = RecorderRun.objects.filter(node=head).first() if head and head.role == Node.Role.NARRATOR else None
-    now = state.state_at(path, campaign)
+    view = viewing.view_of(campaign, path=path)
+    now = view.everything if view.author else None
+    here = view.here()
     groups = []
     for title, kind in PANEL_GROUPS:
-        rows = [_row(now, record) for record in now.of_kind(kind)]
+        rows = [_row(view, record) for record in view.records(kind)]
         groups.append({"title": title, "kind": kind, "rows": sorted(rows, key=lambda row: row["text"].lower())})
-    entities = sorted((_row(now, record) for record in now.entities()), key=lambda row: row["record"].value.lower())
-    scene = now.scene()
     return {
         "campaign": campaign,
+        "view": view,
         "head": head,
         "recording": _recording(head, run),
         "run": run,
-        "protagonist": now.entity(state.PROTAGONIST),
-        "location": now.name_of(scene.data.get("location")) if scene and scene.data.get("location") else "",
-        "scene": scene,
-        "entities": entities,
+        "protagonist": view.protagonist(),
+        "location": here.name if here else "",
+        "scene": view.scene(),
+        "entities": [_row(view, record) for record in view.entities()],
         "groups": groups,
-        "superseded": [_row(now, record) for record in now.of_kind("superseded_canon")],
+        "superseded": [_row(view, record) for record in now.of_kind("superseded_canon")] if now else [],
         "kinds": state.ENTITY_KINDS,
         "state_message": message,
         "state_error": error,
     }
 
 
-def _row(now, record):
-    subject = now.name_of(record.subject) if record.kind == "fact" and record.subject else ""
-    return {"record": record, "text": describe(now, record), "subject": subject}
+def _row(view, record):
+    """Return one record as the panel lists it, in the words the viewer may read."""
+    subject = view.name_of(record.subject) if record.kind == "fact" and record.subject else ""
+    return {"record": record, "text": view.describe(record), "subject": subject}
 
 
 def _recording(head, run):
@@ -111,6 +121,8 @@ def state_correct(request, pk):
 def state_events(request, pk, node_pk):
     campaign = campaign_for_user(request, pk)
     node = get_object_or_404(Node, pk=node_pk, campaign=campaign)
+    if not campaign.author_view:
+        return author_only(request, campaign, "What the recorder made of a reply")
     context = {
         "campaign": campaign,
         "node": node,
@@ -121,29 +133,35 @@ def state_events(request, pk, node_pk):
     return render(request, template, context)
 
 
-def _head_state(campaign):
+def world_panel_context(campaign, *, message="", error="", reload_panels=False):
+    """Return what ``campaigns/_world_panel.html`` renders: where the viewer is, what it sees and can do there;
+    the author's view adds what is hidden, what was refused, world_lint, the author's queue and the corrections."""
     campaign.refresh_from_db()
     path = lineage.path_of(campaign)
-    return path, state.state_at(path, campaign)
-
-
-def world_panel_context(campaign, *, message="", error="", reload_panels=False):
-    """Return what ``campaigns/_world_panel.html`` renders: where the story is, and everything there."""
-    path, now = _head_state(campaign)
-    place = now.place()
-    view = world.place_view(now, place, state.PROTAGONIST, everything=True, cap=False) if place else None
-    head = path.nodes().filter(depth=campaign.head_depth).first()
-    refused = StateEvent.objects.filter(node=head, status=StateEvent.Status.REJECTED) if head else []
-    people = [{"key": key, "name": now.name_of(key), "condition": now.get(f"condition:{key}"),
-               "known": world.known_entities(now, key)} for key in (view.people if view else [])]
-    return {
+    view = viewing.view_of(campaign, path=path)
+    here = view.here()
+    context = {
         "campaign": campaign,
-        "now": now,
         "view": view,
-        "exits": [{"exit": exit, "text": describe(now, now.slots[exit.slot])} for exit in (view.exits if view else [])],
-        "items": _item_rows(now, [*view.items, *view.unseen] if view else []),
-        "people": people,
-        "refused": refused,
+        "here": here,
+        "muted": muting.muted_at(campaign, here.place if here else ""),
+        "world_message": message,
+        "world_error": error,
+        "reload_panels": reload_panels,
+        # Story time and world rules follow a correction of the world too (who is where, what they hold).
+        "rule_panels": [("time", "time_panel"), ("variables", "variables_panel"), ("rolls", "rolls_panel"),
+                        ("triggers", "triggers_panel")],
+    }
+    if view.author:
+        context.update(_author_world(view.everything, path))
+    return context
+
+
+def _author_world(now, path):
+    """Return what the author's view of the world panel adds: the refused events, findings, queue and forms."""
+    head = path.nodes().filter(depth=path.head_depth).first()
+    return {
+        "refused": StateEvent.objects.filter(node=head, status=StateEvent.Status.REJECTED) if head else [],
         "findings": lint.lint(now),
         "queue": [{"name": now.name_of(q.key), "reason": q.reason, "turn": q.turn} for q in authoring.queue(now)],
         "places": [now.name_of(key) for key in world.places(now)],
@@ -152,12 +170,6 @@ def world_panel_context(campaign, *, message="", error="", reload_panels=False):
         "slots": world.slots(now),
         "ops": OP_NAMES,
         "how": world.HOW,
-        "world_message": message,
-        "world_error": error,
-        "reload_panels": reload_panels,
-        # Story time and world rules follow a correction of the world too (who is where, what they hold).
-        "rule_panels": [("time", "time_panel"), ("variables", "variables_panel"), ("rolls", "rolls_panel"),
-                        ("triggers", "triggers_panel")],
     }
 
 
@@ -168,8 +180,9 @@ def _item_rows(now, items):
 
 
 def render_world_panel(request, campaign, **extra):
+    """Return Here for htmx (the play page's panel, whose buttons play over its socket), or its page around it."""
     template = "campaigns/_world_panel.html" if request.htmx else "campaigns/world.html"
-    return render(request, template, world_panel_context(campaign, **extra))
+    return render(request, template, {**world_panel_context(campaign, **extra), "standalone": not request.htmx})
 
 
 @login_required
@@ -197,25 +210,64 @@ def world_correct(request, pk):
 @login_required
 @require_GET
 def world_map(request, pk):
-    """The map of the places the protagonist knows: SVG drawn here, exits coloured by state."""
+    """The map of the places the viewer knows, drawn here as SVG: a place it can reach is a way there."""
     campaign = campaign_for_user(request, pk)
-    _, now = _head_state(campaign)
-    context = {"campaign": campaign, "map": worldmap.draw(now), "here": now.name_of(now.location_of(state.PROTAGONIST))
-               if now.location_of(state.PROTAGONIST) else ""}
+    view = viewing.view_of(campaign)
+    here = view.here()
+    context = {"campaign": campaign, "view": view, "map": view.map(), "here": here.name if here else "",
+               "page": not request.htmx}
     return render(request, "campaigns/_map.html" if request.htmx else "campaigns/world_map.html", context)
 
 
 @login_required
 @require_GET
 def items_panel(request, pk):
-    """Every item in the world, by the place it is in, with its holding chain."""
+    """Every item the viewer knows of, by the place it is believed to be in (the author's view: the truth, with
+    each item's holding chain)."""
     campaign = campaign_for_user(request, pk)
-    _, now = _head_state(campaign)
-    items = [world.item_of(now, r.subject) for r in now.entities() if r.data.get("kind") == "item"]
-    items = [item for item in items if not item.gone]
+    view = viewing.view_of(campaign)
     groups = {}
-    for row in _item_rows(now, sorted(items, key=lambda item: (item.name.lower(), item.key))):
-        place = world.place_of(now, row["item"].key)
-        groups.setdefault(now.name_of(place) if place else "", []).append(row)
-    context = {"campaign": campaign, "groups": sorted(groups.items(), key=lambda g: (g[0] == "", g[0].lower()))}
+    if view.author:
+        now = view.everything
+        items = [world.item_of(now, r.subject) for r in now.entities() if r.data.get("kind") == "item"]
+        items = [item for item in items if not item.gone]
+        for row in _item_rows(now, sorted(items, key=lambda item: (item.name.lower(), item.key))):
+            place = world.place_of(now, row["item"].key)
+            groups.setdefault(now.name_of(place) if place else "", []).append(row)
+    else:
+        for known in view.known_items():
+            where = "You have" if known.carried else view.name_of(known.place) if known.place else ""
+            groups.setdefault(where, []).append({"known": known})
+    context = {"campaign": campaign, "view": view,
+               "groups": sorted(groups.items(), key=lambda g: (g[0] != "You have", g[0] == "", g[0].lower()))}
     return render(request, "campaigns/_items_panel.html" if request.htmx else "campaigns/items.html", context)
+
+
+@login_required
+@require_POST
+def author_view(request, pk):
+    """Turn the campaign's author's view on (everything, spoilers included) or off (what the player's character
+    knows); the play page is read again in that view."""
+    campaign = campaign_for_user(request, pk)
+    viewing.switch(campaign, request.POST.get("on") == "1")
+    back = request.POST.get("next", "")
+    if not url_has_allowed_host_and_scheme(back, allowed_hosts={request.get_host()}) or not back.startswith("/"):
+        back = campaign.get_absolute_url()
+    if request.htmx:
+        return HttpResponseClientRedirect(back)
+    return redirect(back)
+
+
+@login_required
+@require_POST
+def mute(request, pk):
+    """Mute a character for the scene (the game master does not have them answer), or unmute them; return Here."""
+    campaign = campaign_for_user(request, pk)
+    here = viewing.view_of(campaign).here()
+    who = request.POST.get("who", "")
+    if here is None or who not in {person.key for person in here.people}:
+        return render_world_panel(request, campaign, error="Only someone here can be muted for the scene.")
+    muted = muting.toggle(campaign, who, here.place)
+    name = next(person.name for person in here.people if person.key == who)
+    return render_world_panel(request, campaign, message=f"{name} is muted until you leave this place."
+                              if muted else f"{name} may answer again.")

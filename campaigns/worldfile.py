@@ -165,6 +165,7 @@ class Built:
     events: list = field(default_factory=list)
     where: list = field(default_factory=list)
     problems: list = field(default_factory=list)
+    notes: list = field(default_factory=list)  # what world_lint says of how the file was read (doors it joined)
     lore: set = field(default_factory=set)  # the keys of the file's own lore entries, which knowledge may name
 
     def add(self, where, type, subject="", object="", value="", **extra):
@@ -261,8 +262,7 @@ def build(document, protagonist=""):
     for number, entry in characters:
         _character(out, entry, f"characters[{number}]", protagonist)
     _items(out, names, sections["items"])
-    for number, entry in enumerate(sections["exits"], 1):
-        _exit(out, names, entry, f"exits[{number}]")
+    _exits(out, names, sections["exits"])
     for number, entry in characters:
         _character_state(out, names, entry, f"characters[{number}]")
     for number, entry in enumerate(sections["facts"], 1):
@@ -438,17 +438,90 @@ def _depth_of(key, pending, done):
     return depth
 
 
-def _exit(out, names, entry, where):
-    problems = out.problems
-    if not _entry(entry, where, ("from", "to"), problems):
-        return
-    origin = names.find(entry["from"], ("place",), f"{where}.from", problems)
-    to = names.find(entry["to"], ("place",), f"{where}.to", problems)
-    data = _only(entry, {"label", "state", "travel_seconds", "hidden", "both_ways"})
-    if entry.get("opener"):
-        data["opener"] = names.find(entry["opener"], ("item",), f"{where}.opener", problems) or ""
-    if origin and to:
+def _exits(out, names, entries):
+    """Add the exits, each door's two sides joined (``_doors``), in the file's order."""
+    read = []
+    for number, entry in enumerate(entries, 1):
+        where = f"exits[{number}]"
+        if not _entry(entry, where, ("from", "to"), out.problems):
+            continue
+        origin = names.find(entry["from"], ("place",), f"{where}.from", out.problems)
+        to = names.find(entry["to"], ("place",), f"{where}.to", out.problems)
+        data = _only(entry, {"label", "state", "travel_seconds", "hidden", "both_ways"})
+        if entry.get("opener"):
+            data["opener"] = names.find(entry["opener"], ("item",), f"{where}.opener", out.problems) or ""
+        if "door" in entry:
+            if not isinstance(entry["door"], str) or not entry["door"].strip():
+                out.problems.append(f"{where}.door must be the door's name (the iron door)")
+            else:
+                data["door"] = _text(entry["door"])
+        if origin and to:
+            read.append((where, origin, to, data))
+    _doors(out, read)
+    for where, origin, to, data in read:
         out.add(where, "exit_change", origin, to, data=data)
+
+
+def _doors(out, exits):
+    """Join each door's two sides in ``exits`` ([(where, from, to, data)]), giving both the door; note the joins.
+
+    An exit naming a door is joined with the way back that names the same
+    door, or else with the way back of the same label that names none; with
+    neither, the way back is made through it (``both_ways``). Two ways back
+    that name no door and the same opener are one door too, and world_lint
+    says so (``Built.notes``). A door's sides must agree on its state.
+    """
+    joined = set()
+    between = {}  # (from, to) -> the indices of the exits that way: a file's 8,000 exits are not compared pairwise
+    for index, (_, start, end, _) in enumerate(exits):
+        between.setdefault((start, end), []).append(index)
+
+    def way_back(index, fits):
+        _, origin, to, _ = exits[index]
+        return next((i for i in between.get((to, origin), ()) if i not in joined and i != index and fits(exits[i][3])),
+                    None)
+
+    for index, (where, origin, to, data) in enumerate(exits):
+        if index in joined or data.get("both_ways"):
+            continue
+        door, opener = data.get("door", ""), data.get("opener", "")
+        if door:
+            back = way_back(index, lambda b: key_for(b.get("door", "")) == key_for(door))
+            if back is None:
+                back = way_back(index, lambda b: not b.get("door") and key_for(b.get("label", "")) == key_for(
+                    data.get("label") or door))
+        elif opener:
+            back = way_back(index, lambda b: not b.get("door") and b.get("opener") == opener)
+        else:
+            continue
+        if back is None:
+            # A door named on one side alone: its way back is made, unless the file gives that exit otherwise.
+            label = key_for(data.get("label") or door)
+            data["both_ways"] = bool(door) and not any(
+                key_for(exits[i][3].get("label") or exits[i][3].get("door", "")) == label
+                for i in between.get((to, origin), ()))
+            continue
+        joined |= {index, back}
+        other = exits[back]
+        if not door:  # a door the file does not name leaves the exits their own labels
+            for side in (data, other[3]):
+                side.setdefault("label", "")
+        name = door or data.get("label") or other[3].get("label") or world.door_key("", origin, to)
+        data["door"] = other[3]["door"] = name
+        differ = [field for field in ("state", "hidden") if data.get(field, _SIDE[field]) != other[3].get(
+            field, _SIDE[field])]
+        if differ or data.get("opener", "") != other[3].get("opener", ""):
+            out.problems.append(f"{where} and {other[0]} are the two sides of one door ({name}) and a door's sides "
+                                f"share its state, but they differ in {' and '.join(differ or ['opener'])}: give "
+                                "both the same, or name a different door on each")
+        elif not door:
+            out.notes.append(f"{where} and {other[0]} both open with the same key: read as the two sides of one "
+                             f"door ({name}), locked and unlocked together; name a different door on each to keep "
+                             "them apart")
+
+
+# A door side's state as the file leaves it out.
+_SIDE = {"state": "open", "hidden": False}
 
 
 def _character_state(out, names, entry, where):
@@ -695,7 +768,7 @@ def check(document, protagonist="", *, created_ms=None):
     for where, outcome in zip(built.where, outcomes):
         if outcome.status != "applied":
             problems.append(f"{where}: {outcome.reason}")
-    findings = lint.lint(state)
+    findings = lint.lint(state) + [lint.Finding("note", "door", text) for text in built.notes]
     return Checked(built, state, outcomes, problems, findings)
 
 
@@ -936,14 +1009,33 @@ def export(state, campaign=None):
         **{k: item[k] for k in ("unique", "notable", "hidden") if item[k]},
         **({"quantity": item["quantity"]} if item["quantity"] != 1 else {}),
     } for item in snap["items"] if item["holder"] and item["quantity"] > 0]
-    document["exits"] = [{"from": e["from"], "to": e["to"], "state": e["state"],
-                          **{k: e[k] for k in ("label", "opener", "travel_seconds", "hidden") if e[k]}}
-                         for e in snap["exits"]]
+    document["exits"] = _exported_exits(snap["exits"])
     document["facts"] = snap["facts"]
     for record in state.of_kind("world_section"):
         document[record.value] = record.data.get("content")
     document.update(_rule_sections(state, campaign))
     return document
+
+
+def _exported_exits(exits):
+    """Return the exits as world file entries: a door whose sides differ only in direction as one, both ways."""
+    sides = {(e["from"], e["to"], e["door"]): e for e in exits if e["door"]}
+    entries, done = [], set()
+    for exit in exits:
+        if (exit["from"], exit["key"]) in done:
+            continue
+        entry = {"from": exit["from"], "to": exit["to"], "state": exit["state"],
+                 **{k: exit[k] for k in ("label", "opener", "travel_seconds", "hidden") if exit[k]}}
+        if exit["door"]:
+            back = sides.get((exit["to"], exit["from"], exit["door"]))
+            if back is not None and (back["label"], back["travel_seconds"]) == (exit["label"], exit["travel_seconds"]):
+                done.add((back["from"], back["key"]))
+                entry["both_ways"] = True
+            if back is None or not entry.get("both_ways") or exit["door"] != world.door_key(
+                    exit["label"], exit["from"], exit["to"]):
+                entry.update(label=exit["label"], door=exit["door"])  # the label given, or the door would name it
+        entries.append(entry)
+    return entries
 
 
 def _rule_sections(state, campaign):

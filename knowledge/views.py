@@ -123,7 +123,13 @@ def knowledge_panel(request, pk):
         "title", "classification", "enabled", "hidden", "always_include", "campaign"))
     for source in sources:
         source.used_last = source.pk in (head or [])
-    return render(request, "knowledge/_knowledge_panel.html", {"campaign": campaign, "sources": sources})
+    # A narrator-only file's title can say what the player's character is not to know: counted, not named.
+    hidden = 0 if campaign.author_view else sum(source.hidden for source in sources)
+    if hidden:
+        sources = [source for source in sources if not source.hidden]
+    return render(request, "knowledge/_knowledge_panel.html", {"campaign": campaign, "sources": sources,
+                                                               "hidden": hidden,
+                                                               "view": {"author": campaign.author_view}})
 
 
 def _source_context(source, **extra):

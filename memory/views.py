@@ -12,7 +12,7 @@ from django.views.decorators.http import require_GET, require_POST
 
 from campaigns import lineage
 from campaigns.models import Node
-from campaigns.views import campaign_for_user
+from campaigns.views import author_only, campaign_for_user
 
 from . import bank, checkpoints
 from .models import Checkpoint, CheckpointRun, Memory, MemoryRun
@@ -45,10 +45,15 @@ def panel_context(campaign, *, message="", error=""):
 
 
 def render_panel(request, campaign, **extra):
-    """Return the panel fragment for htmx, or the memory page around it."""
+    """Return the panel fragment for htmx, or the memory page around it: the narrator's memory is the author's
+    view (it is written from the story for the narrator, and the narrator knows more than the player)."""
     campaign.refresh_from_db()
+    if not campaign.author_view:
+        if request.htmx:
+            return render(request, "memory/_memory_panel.html", {"campaign": campaign, "player_view": True})
+        return author_only(request, campaign, "The narrator's memory")
     template = "memory/_memory_panel.html" if request.htmx else "memory/memories.html"
-    return render(request, template, panel_context(campaign, **extra))
+    return render(request, template, {**panel_context(campaign, **extra), "view": {"author": True}})
 
 
 @login_required
@@ -107,6 +112,7 @@ def plot_context(campaign, stable_prefix_hash, *, message="", error=""):
 
 
 def render_plot(request, campaign, stable_prefix_hash, **extra):
-    """Return the Plot panel fragment for htmx, or the plot page around it."""
+    """Return the Plot panel fragment for htmx, or the plot page around it (the author's view: with its workings)."""
     template = "memory/_plot_panel.html" if request.htmx else "memory/plot.html"
-    return render(request, template, plot_context(campaign, stable_prefix_hash, **extra))
+    return render(request, template, {**plot_context(campaign, stable_prefix_hash, **extra),
+                                      "view": {"author": campaign.author_view}})

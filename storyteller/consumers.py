@@ -21,7 +21,7 @@ from channels.generic.websocket import AsyncJsonWebsocketConsumer
 from django.template.loader import render_to_string
 from django.utils.html import format_html
 
-from campaigns import lineage
+from campaigns import acting, lineage
 from campaigns.forms import ActionForm
 from campaigns.models import Campaign, Node
 
@@ -42,8 +42,11 @@ VOICES_FRAGMENT = '<div id="pending-voices" hx-swap-oob="beforeend">{}</div>'
 # What a turn waits for (a summary, the model loading, background work letting go); the page counts its seconds.
 NOTICE_FRAGMENT = '<div id="turn-notice" class="notice" role="status" data-waiting hx-swap-oob="true">{}</div>'
 
-# The form fields a message may carry; each, when present, must be a string.
-FIELDS = ("action", "mode", "text", "direction", "node")
+# The form fields a message may carry; each, when present, must be a string. A click on Here or the map
+# ("act") names what it acts on: an exit's slot, an item's, a receiver's or a place's key, and the spot the click
+# was (its refusal is shown there); a Say may name the character asked to answer (Ask).
+FIELDS = ("action", "mode", "text", "direction", "node", "op", "exit", "item", "to", "place", "at", "ask")
+ACT_NAMES = ("exit", "item", "to", "place")
 
 MALFORMED = ("The app could not read that message (it was not a JSON object of form fields), so nothing was sent "
              "to the narrator. Reload the page and try again.")
@@ -66,6 +69,7 @@ MAX_FRAME_BYTES = 512 * 1024
 
 class PlayConsumer(AsyncJsonWebsocketConsumer):
     turn = None
+    author = False  # whether the turn playing shows the author's view (thinking, rounds' workings): read as it starts
     stopping = None  # set by Stop when the turn keeps what it wrote (a continuation); None: Stop cancels
     group = None
     closed = False
@@ -109,6 +113,8 @@ class PlayConsumer(AsyncJsonWebsocketConsumer):
             await self._refuse(BUSY)
         elif kind in ("turn", "edit"):
             await self._act(content, kind)
+        elif kind == "act":
+            await self._act_on_world(content)
         elif kind == "retry":
             llm.supervisor.allow_restart()  # the person asks again: a built-in narrator that stopped restarting may
             self._start(self._play(None, retry=True))
@@ -128,7 +134,22 @@ class PlayConsumer(AsyncJsonWebsocketConsumer):
         if not form.is_valid() or (kind == "edit" and edit_of is None):
             await self._refuse(" ".join(m for ms in form.errors.values() for m in ms) or UNKNOWN)
             return
-        self._start(self._play(Action(**form.cleaned_data), retry=False, edit_of=edit_of))
+        asked = _spot(content.get("ask", "")) if content.get("ask") else ""
+        action = Action(**form.cleaned_data, asked=(asked,) if asked else ())
+        self._start(self._play(action, retry=False, edit_of=edit_of))
+
+    async def _act_on_world(self, content):
+        """Play a click on Here or the map as a turn once its event is checked; a refusal goes where the click was,
+        and nothing plays."""
+        names = {name: content.get(name, "")[:200] for name in ACT_NAMES}
+        try:
+            action = await database_sync_to_async(turns.click_action)(self.campaign_id, content.get("op", ""),
+                                                                      **names)
+        except (acting.Refused, turns.ActionRefused) as refusal:
+            await self.send(text_data=render_to_string("campaigns/_act_refusal.html", {
+                "at": _spot(content.get("at", "")), "reason": str(refusal), "oob": True}))
+            return
+        self._start(self._play(action, retry=False))
 
     def _start(self, work, *, stop_keeps=False):
         """Run one turn's ``work`` as the socket's task; with ``stop_keeps``, Stop ends it keeping what it wrote."""
@@ -193,7 +214,7 @@ class PlayConsumer(AsyncJsonWebsocketConsumer):
     async def _run(self, turn, play):
         """Run ``play()``, one turn; every way it can end sends the end of the turn to the page."""
         try:
-            start, turn.replaced = await _render_start(self.campaign_id, turn)
+            start, turn.replaced, self.author = await _render_start(self.campaign_id, turn)
             await self.send(text_data=start)
             turn.started = True
             result = await play()
@@ -243,12 +264,20 @@ class PlayConsumer(AsyncJsonWebsocketConsumer):
         await self.send(text_data=format_html(CHUNK_FRAGMENT, text))
 
     async def _think(self, text, taken_back=False):
-        """Show a reasoning model's thinking in the reply's collapsed thinking box, apart from the reply."""
-        await self.send(text_data=(TAKEN_BACK_FRAGMENT if taken_back else "") + format_html(THINKING_FRAGMENT, text))
+        """Show a reasoning model's thinking in the reply's collapsed thinking box, apart from the reply: in the
+        author's view only (the narrator thinks with what the player's character does not know)."""
+        if taken_back:
+            await self.send(text_data=TAKEN_BACK_FRAGMENT)
+        if not self.author:
+            return
+        await self.send(text_data=format_html(THINKING_FRAGMENT, text))
 
     async def _voice(self, kind, data):
-        """Show a game-master round's boundary, or a character's lines, as they come (rendered, so escaped)."""
+        """Show a game-master round's boundary (the author's view: who acted and why), or a character's lines, as
+        they come (rendered, so escaped)."""
         if kind == "round":
+            if not self.author:
+                return
             html = render_to_string("campaigns/_round_head.html", data)
         else:
             html = render_to_string("campaigns/_voice.html", {"voice": data})
@@ -294,6 +323,12 @@ def _name(error):
     return f"{type(error).__name__}: {error}"[:200]
 
 
+def _spot(value):
+    """Return the id suffix of the spot a click was (``refusal-<spot>``): letters, digits and dashes, or "here"."""
+    spot = "".join(c for c in value.lower() if c.isascii() and (c.isalnum() or c == "-"))[:80]
+    return spot or "here"
+
+
 def _node_id(content):
     """Return the node id an edit names, or None when it names none."""
     value = content.get("node", "")
@@ -334,8 +369,9 @@ def _render_start(campaign_id, turn):
         "replaced": replaced,
         "removed": list(removed),
         "continuing": replaced if turn.continuing else None,
+        "author_view": campaign.author_view,
     })
-    return html, replaced
+    return html, replaced, campaign.author_view
 
 
 @database_sync_to_async
@@ -367,6 +403,7 @@ def _render_end(campaign_id, turn, outcome, *, error="", notice="", result=None,
         "turn_error": error,
         "turn_notice": notice,
         "refresh": refresh,
+        "author_view": campaign.author_view,
     })
 
 

@@ -80,10 +80,15 @@ async def remember(request, pk, who):
     """What does this character remember now: her recall at the head with every score, her beliefs beside the truth."""
     request.user = await request.auser()
     text = request.GET.get("q", "").strip()[:MAX_QUERY]
+    campaign = await sync_to_async(campaign_for_user)(request, pk)
+    if not campaign.author_view and who != story_state.PROTAGONIST:
+        return await sync_to_async(render)(request, "storyteller/author_only.html", {
+            "campaign": campaign, "what": "What another character remembers"}, status=403)
     prepared = await sync_to_async(_prepare)(request, pk, who, text)
     vector, note = await remembering.embed(prepared)
     found = await asyncio.to_thread(remembering.run_recall, prepared, vector, note)
     context = {"campaign": prepared.campaign, "who": prepared, "q": text, "recall": found,
+               "author_view": prepared.campaign.author_view,
                "corrected": request.GET.get("corrected") == "1",
                "report": found.report, "rows": found.report["scores"]}
     template = "memory/remember.html#results" if request.htmx else "memory/remember.html"

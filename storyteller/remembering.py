@@ -20,7 +20,7 @@ from django.db import connection
 from django.db.models import Count
 from django.http import Http404
 
-from campaigns import lineage
+from campaigns import lineage, viewing
 from campaigns import state as story_state
 from campaigns.models import Node, StateRecord
 from campaigns.state import selection
@@ -65,10 +65,15 @@ def about_rows(state, minds, who, others):
 
 
 def panel_context(campaign, *, message="", error=""):
-    """Return what ``memory/_minds_panel.html`` renders."""
+    """Return what ``memory/_minds_panel.html`` renders: for the player, where its character thinks things are and
+    what it believes; for the author, every character's beliefs beside the truth, and the minds step's run."""
     path = lineage.path_of(campaign)
-    state = story_state.state_for_turn(path, campaign, "")
-    minds = whereabouts.minds_at(path, campaign)
+    view = viewing.view_of(campaign, path=path, state=story_state.state_for_turn(path, campaign, ""))
+    if not view.author:
+        return {"campaign": campaign, "view": view, "beliefs": view.beliefs(), "believed": view.belief_records(),
+                "minds_message": message, "minds_error": error}
+    state = view.everything
+    minds = view.minds()
     people = [key for key in minds.characters() if world.kind_of(state, key) == "character"]
     people.sort(key=lambda key: (key != story_state.PROTAGONIST, story_state.normalize(state.name_of(key))))
     characters = []
@@ -81,7 +86,7 @@ def panel_context(campaign, *, message="", error=""):
     counts = dict(StateRecord.objects.filter(path.clause(), campaign_id=campaign.pk, retracted=False,
                                              kind__in=recall_index.RECORD_KINDS).order_by()
                   .values_list("kind").annotate(n=Count("*")))
-    return {"campaign": campaign, "characters": characters, "counts": counts,
+    return {"campaign": campaign, "view": view, "characters": characters, "counts": counts,
             "run": MindsRun.objects.filter(node=head).first() if head else None,
             "minds_message": message, "minds_error": error}
 

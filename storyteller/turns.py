@@ -16,8 +16,10 @@ from dataclasses import dataclass
 from channels.db import database_sync_to_async
 from django.db import transaction
 
-from campaigns import lineage, playing, story, storytime
-from campaigns.models import Campaign, Node, Replay
+from campaigns import acting, lineage, playing, story, storytime
+from campaigns import state as story_state
+from campaigns.models import Campaign, Node, Replay, StateEvent
+from campaigns.state.registry import clean
 from memory import bank, recall_index
 
 from . import context, llm, tokens, warming
@@ -30,6 +32,53 @@ from .context.budget import MESSAGE_OVERHEAD, REPLY_MARGIN
 
 class TurnFailed(Exception):
     """The turn could not be played; the message tells the person what happened and what to do."""
+
+
+class ActionRefused(TurnFailed):
+    """What a click on the page would do cannot be done now: nothing was played; the message says why."""
+
+
+def check_action(campaign_id, action):
+    """Validate the events of a click's ``action`` against the head, before anything plays; raise ActionRefused.
+
+    The same check runs again as the turn reads the story, and the commit
+    applies the events (``_commit``): a story moved on in between refuses the
+    turn rather than the click's event.
+    """
+    campaign = Campaign.objects.get(pk=campaign_id)
+    _checked(campaign, lineage.path_of(campaign), action)
+
+
+def click_action(campaign_id, op, **names):
+    """Return the Action a click on the page plays (``campaigns.acting``), checked against the head; raise
+    ``acting.Refused`` or ActionRefused, in a player's words, when it cannot be done."""
+    campaign = Campaign.objects.get(pk=campaign_id)
+    path = lineage.path_of(campaign)
+    state = story_state.state_at(path, campaign)
+    done = acting.act(state, op, **names)
+    action = Action(mode="do", text=done.text, events=done.events)
+    _checked(campaign, path, action)
+    return action
+
+
+def _checked(campaign, path, action):
+    """Return how long the action's own journey takes (seconds, 0 without one); raise ActionRefused in words."""
+    if not action.events:
+        return 0
+    events = [clean(event) for event in action.events]
+    state = story_state.state_for_events(path, campaign, events)
+    outcomes = story_state.validate_batch(state, events, StateEvent.Source.PLAYER)
+    for outcome in outcomes[:len(events)]:
+        if outcome.status == StateEvent.Status.REJECTED:
+            raise ActionRefused(_sentence(outcome.reason))
+    return max((w.get("data", {}).get("travel_seconds", 0) for o in outcomes for w in o.writes
+                if w["kind"] == "location"), default=0)
+
+
+def _sentence(reason):
+    """Return an event's refusal as a sentence for the player, with what nothing happening means."""
+    reason = reason.strip().rstrip(".")
+    return f"{reason[:1].upper()}{reason[1:]}. Nothing happened."
 
 
 @dataclass(frozen=True)
@@ -50,6 +99,7 @@ class _Prepared:
     path: object = None  # the line the turn is played after (a retry's: capped before the replaced reply)
     started_ms: int = 0  # the wall clock when the turn started (a real story clock catches up with it, D7)
     after: int | None = None  # an edited action's turn: the depth it is played after (None: the head)
+    travel_seconds: int = 0  # how long the journey of the action's own move takes (the turn lasts at least that)
 
 
 @dataclass(frozen=True)
@@ -323,7 +373,8 @@ async def _play(campaign_id, action, relay, retry, notify, think, *, on_voice=No
     if voices:
         try:
             with usage.collecting() as used:
-                played = await gm.play(campaign, prepared.path, prepared.ctx, prepared.narrator, on_voice=on_voice)
+                played = await gm.play(campaign, prepared.path, prepared.ctx, prepared.narrator, on_voice=on_voice,
+                                       action=prepared.action)
         except gm.StepFailed as error:
             raise TurnFailed(f"{error} Nothing was saved.") from error
         messages = played.narration_messages
@@ -489,7 +540,7 @@ async def _prepare(campaign_id, action, retry, edit_of=None, narrator=None):
                                              queries_embedded(reading.queries))
     ctx = await database_sync_to_async(_build)(reading, narrator, queries)
     return _Prepared(reading.campaign, reading.expected_head, reading.action, ctx, narrator, reading.path,
-                     reading.started_ms, reading.after)
+                     reading.started_ms, reading.after, reading.travel_seconds)
 
 
 async def _narrator(chosen, campaign):
@@ -506,6 +557,7 @@ class _Reading:
     queries: object  # context.Queries, not yet embedded
     started_ms: int = 0
     after: int | None = None
+    travel_seconds: int = 0
 
 
 def _read(campaign_id, action, retry, edit_of=None, replaying=False):
@@ -528,8 +580,9 @@ def _read(campaign_id, action, retry, edit_of=None, replaying=False):
         action = Action(mode=player.mode, text=player.text, direction=player.direction)
         # The replaced reply is not part of its own retry's prompt.
         path = path.capped(campaign.head_depth - 2)
+    travel = _checked(campaign, path, action) if action is not None else 0
     return _Reading(campaign, path, (campaign.head_branch_id, campaign.head_depth), action,
-                    context.queries_for(campaign, path, action), int(time.time() * 1000), after)
+                    context.queries_for(campaign, path, action), int(time.time() * 1000), after, travel)
 
 
 def _build(reading, narrator, queries):
@@ -579,7 +632,9 @@ def _commit(prepared, reply, retry, played=None):
     try:
         with transaction.atomic():
             node = _commit_story(prepared, reply, retry)
-            storytime.advance(node, started_ms=prepared.started_ms)
+            if not retry and prepared.action.events:
+                _apply_action(node, prepared.action)
+            storytime.advance(node, started_ms=prepared.started_ms, travel_seconds=prepared.travel_seconds)
             if played is not None:
                 gm.commit(node, played, reply.report["voices"]["narration"]["text"])
             bank.record_use(used)
@@ -588,6 +643,16 @@ def _commit(prepared, reply, retry, played=None):
         return node
     except story.StoryMovedOn as error:
         raise TurnFailed(str(error)) from error
+
+
+def _apply_action(reply, action):
+    """Apply what the click did at the player's node of ``reply`` (so a retry of the reply keeps it); a refusal now
+    (the story changed since the check) refuses the whole turn."""
+    player = Node.objects.get(branch_id=reply.branch_id, depth=reply.depth - 1)
+    stored = story_state.apply_events(player, list(action.events), source=StateEvent.Source.PLAYER, mark=False)
+    refused = [event for event in stored[:len(action.events)] if event.status == StateEvent.Status.REJECTED]
+    if refused:
+        raise ActionRefused(_sentence(refused[0].reason))
 
 
 def _commit_story(prepared, reply, retry):

@@ -15,6 +15,7 @@ urlpatterns = [
     path("campaigns/import/", views.import_campaign, name="import_campaign"),
     path("imports/<str:token>/", views.import_progress, name="import_progress"),
     path("campaigns/<int:pk>/export/", views.export_campaign, name="export_campaign"),
+    path("campaigns/<int:pk>/story/", views.story_export, name="story_export"),
     path("campaigns/<int:pk>/", views.play, name="play"),
     path("campaigns/<int:pk>/edit/", views.campaign_edit, name="campaign_edit"),
     path("campaigns/<int:pk>/undo/", views.undo, name="undo"),

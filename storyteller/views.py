@@ -26,7 +26,7 @@ from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 from django_htmx.http import HttpResponseClientRedirect, reswap, retarget
 
-from campaigns import importing, lineage, playing, rule_views, story, storytime, worldfile
+from campaigns import importing, lineage, playing, rule_views, story, storytime, transcript, worldfile
 from campaigns import views as campaign_views
 from campaigns.forms import (MAX_ACTION, MAX_DIRECTION, CampaignForm, CanonRuleFormSet, EditCampaignForm,
                              NewCampaignForm, SavePointForm)
@@ -36,7 +36,7 @@ from memory import bank as memory_bank
 from memory import views as memory_views
 
 from . import bundle, editing, llm, narrator_views, replay_views, signin
-from .context import prefix_hash
+from .context import player_name, prefix_hash
 from .diagnostics import long_run
 from .steps import away, compaction, memories, postturn
 
@@ -55,6 +55,7 @@ def play_body_context(campaign, error="", notice=""):
         **controls_context(campaign),
         "turn_error": error,
         "turn_notice": notice,
+        "author_view": campaign.author_view,
     }
 
 
@@ -223,6 +224,7 @@ def _play_page_context(request, pk):
     campaign = campaign_views.campaign_for_user(request, pk)
     context = play_body_context(campaign)
     context["long_run"] = long_run.has_run(campaign.pk)
+    context["player_name"] = player_name(campaign)
     context["action_limit"] = MAX_ACTION
     context["direction_limit"] = MAX_DIRECTION
     return context
@@ -344,6 +346,8 @@ def _redirect_to_play(request, campaign):
 def inspector(request, pk, node_pk):
     campaign = campaign_views.campaign_for_user(request, pk)
     node = get_object_or_404(Node.objects.select_related("snapshot"), pk=node_pk, campaign=campaign, role="narrator")
+    if not campaign.author_view:
+        return campaign_views.author_only(request, campaign, "What the narrator was told")
     report = node.snapshot.report
     if "budget" not in report:  # a reply brought in from a chat: no narrator here was asked for it
         return render(request, "storyteller/inspector_imported.html", {
@@ -431,6 +435,17 @@ async def export_campaign(request, pk):
     if importing.full():
         return HttpResponse(importing.BUSY, status=503, content_type="text/plain; charset=utf-8")
     return await importing.run(_export_campaign, request, pk)
+
+
+@login_required
+@require_GET
+def story_export(request, pk):
+    """Save the story as the play page's viewer knows it (campaigns.transcript): a Markdown file."""
+    campaign = campaign_views.campaign_for_user(request, pk)
+    response = HttpResponse(transcript.write(campaign), content_type="text/markdown; charset=utf-8")
+    name = slugify(campaign.title) or f"campaign-{campaign.pk}"
+    response["Content-Disposition"] = f'attachment; filename="{name}{"-author" if campaign.author_view else ""}.md"'
+    return response
 
 
 def _export_campaign(request, pk):
@@ -623,7 +638,8 @@ def meanwhile(request, pk):
     campaign = campaign_views.campaign_for_user(request, pk)
     # While a turn plays the head is still the last reply, whose card the turn cleared as it began: the worker's
     # status line asking again then must not bring it back under the streaming reply.
-    note = None if playing.playing(campaign.pk) else away.note_of(campaign)
+    # What happened off stage is what the player's character did not see: the author's view only.
+    note = None if playing.playing(campaign.pk) or not campaign.author_view else away.note_of(campaign)
     return render(request, "campaigns/_meanwhile.html", {"campaign": campaign, "note": note})
 
 
@@ -633,6 +649,8 @@ def offstage_rounds(request, pk, node_pk):
     """Show what happened off stage after one reply: each round, what its character was told and answered."""
     campaign = campaign_views.campaign_for_user(request, pk)
     node = get_object_or_404(Node, pk=node_pk, campaign=campaign, role=Node.Role.NARRATOR)
+    if not campaign.author_view:
+        return campaign_views.author_only(request, campaign, "What happened off stage")
     return render(request, "storyteller/offstage.html", {
         "campaign": campaign, "node": node, "rounds": node.rounds.filter(kind="offstage").order_by("number"),
         "run": OffstageRun.objects.filter(node=node).first()})

@@ -44,6 +44,14 @@ def make_campaign(user, **fields):
     return story.start_campaign(campaign)
 
 
+def as_author(campaign):
+    """Turn on ``campaign``'s author's view (everything, spoilers included): what the tests of the author's
+    tools (corrections, provenance, the recording, the inspector) read."""
+    campaign.author_view = True
+    campaign.save(update_fields=["author_view"])
+    return campaign
+
+
 @pytest.fixture
 def campaign(owner):
     campaign = make_campaign(owner)

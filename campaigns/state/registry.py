@@ -42,8 +42,11 @@ RECORDER, SCRIPT, CORRECTION, WORLD = "recorder", "script", "correction", "world
 # The application itself (the clock's rounds, routines' catch-up, trigger effects), and the post-turn judge
 # of triggers' free-text conditions. The engine follows the rules a person does: it is the world's author.
 ENGINE, JUDGE = "engine", "judge"
-PROPOSERS = (RECORDER, SCRIPT)
-EVERYONE = (RECORDER, SCRIPT, CORRECTION, WORLD, ENGINE)
+# The player's own action played from the page (Go, Take, Unlock with…): a turn's event, with the recorder's rights
+# (along open exits, never forcing a lock), validated before the narrator is asked.
+PLAYER = "player"
+PROPOSERS = (RECORDER, SCRIPT, PLAYER)
+EVERYONE = (RECORDER, SCRIPT, CORRECTION, WORLD, ENGINE, PLAYER)
 PEOPLE = (CORRECTION, WORLD)
 
 

@@ -553,6 +553,82 @@
   }, true);
   window.addEventListener("pagehide", stopReading);
 
+  // --- The world from the page, the drawer (issue 24) -----------------------
+  // Here's buttons and the map's places play turns over the socket (their
+  // ws-send, or the travel form for a place on the map). On a narrow screen
+  // the panels are a drawer over the story, closed until the button in the
+  // page's head opens it; a click that plays a turn closes it again, so the
+  // turn is seen as it plays. Ask puts the character's name at the start of
+  // a Say: that character answers what is said next.
+  var drawerToggle = byId("drawer-toggle");
+  function drawer(open) {
+    play.classList.toggle("drawer-open", open);
+    if (drawerToggle) drawerToggle.setAttribute("aria-expanded", open ? "true" : "false");
+  }
+
+  function sendTravel(place) {
+    var form = byId("travel-form");
+    if (!form) return;
+    form.querySelector("[name=place]").value = place;
+    if (busy()) {
+      refuse("A reply is still being written. Wait for it, or press Stop.");
+      return;
+    }
+    drawer(false);
+    form.requestSubmit();
+  }
+
+  function askTo(who, name) {
+    var box = byId("action-text");
+    var say = document.querySelector("#action-form [name=mode][value=say]");
+    if (!box || !say) return;
+    say.checked = true;
+    byId("action-ask").value = who;
+    byId("action-asked").textContent = name + " answers what you say next.";
+    if (box.value.trim().indexOf(name) !== 0) box.value = name + ", " + box.value.trim();
+    drawer(false);
+    box.focus();
+    box.setSelectionRange(box.value.length, box.value.length);
+  }
+
+  document.addEventListener("click", function (event) {
+    if (event.target.closest("#drawer-toggle")) {
+      drawer(!play.classList.contains("drawer-open"));
+      return;
+    }
+    if (event.target.closest("[data-action=close-drawer]")) {
+      drawer(false);
+      return;
+    }
+    var travel = event.target.closest("[data-travel]");
+    if (travel && play.contains(travel)) {
+      event.preventDefault();
+      sendTravel(travel.dataset.travel);
+      return;
+    }
+    var ask = event.target.closest("[data-act=ask]");
+    if (ask) askTo(ask.dataset.ask, ask.dataset.name);
+  });
+
+  document.addEventListener("htmx:wsConfigSend", function (event) {
+    var from = event.target;
+    if (from.closest && from.closest("#side-panels")) drawer(false);
+    if (from.id === "action-form") {  // the one Say it was asked for
+      byId("action-ask").value = "";
+      byId("action-asked").textContent = "";
+    }
+  });
+
+  // The map on its own page sends a place here (?travel=<place>): it is sent once the socket is open.
+  var asked = new URLSearchParams(window.location.search).get("travel");
+  if (asked) {
+    history.replaceState(null, "", window.location.pathname);
+    document.addEventListener("htmx:wsOpen", function once() {
+      document.removeEventListener("htmx:wsOpen", once);
+      sendTravel(asked);
+    });
+  }
+
   // --- The side panels -------------------------------------------------------
   // Open beside the story on wide screens, closed below it on narrow ones;
   // a panel the person opens or closes stays so on this device.
@@ -569,8 +645,10 @@
   function arrangePanels() {
     document.querySelectorAll("details.side-panel").forEach(function (panel) {
       var saved = remembered(panel);
-      panel.open = saved ? saved === "open" : !narrow.matches;
+      // In the drawer, the three a player uses most are open until the person closes them.
+      panel.open = saved ? saved === "open" : !narrow.matches || panel.hasAttribute("data-first");
     });
+    if (!narrow.matches) drawer(false);
   }
   arrangePanels();
   narrow.addEventListener("change", arrangePanels);

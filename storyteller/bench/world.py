@@ -96,21 +96,28 @@ def world_document(rng):
                                      if int(e["from"].split()[1]) < KNOWN_PLACES
                                      and int(e["to"].split()[1]) < KNOWN_PLACES]}
     characters.append({"name": "Edrin", "protagonist": True, "place": rooms[0]})
-    items, number = [], 0
-    while len(items) < WORLD_ITEMS:
-        # The first ten chains lie in room 0, where the benchmark's batch moves them about.
-        # (The rest are spread over 400 rooms and the villagers, a few to a place.)
-        holder = (rooms[0] if number < 40 else rooms[number // 4 % 400 + 1] if number % 3
-                  else f"Villager {number // 4 % WORLD_CHARACTERS}")
-        chain = [f"Thing {number + depth}" for depth in range(4)]
-        for depth, name in enumerate(chain):
-            items.append({"name": name, "holder": holder if depth == 0 else chain[depth - 1],
-                          **({"container": "open"} if depth < 3 else {}), "notable": depth == 0 and number % 7 == 0})
-        number += 4
+    # The first ten chains lie in room 0, where the benchmark's batch moves them about.
+    # (The rest are spread over 400 rooms and the villagers, a few to a place.)
+    items = item_chains(WORLD_ITEMS, lambda number: rooms[0] if number < 40 else rooms[number // 4 % 400 + 1]
+                        if number % 3 else f"Villager {number // 4 % WORLD_CHARACTERS}")
     return {"format": "storyteller-world", "version": 1,
             "campaign": {"title": "World bench", "protagonist": "Edrin, a lamplighter", "opening": REPLIES[0]},
             "places": [{"name": room, "description": f"{room} of the bench"} for room in rooms],
             "exits": exits, "characters": characters, "items": items}
+
+
+def item_chains(count, holder_of, hidden=lambda number: False):
+    """Return ``count`` items "Thing N" in chains of four, each inside the one before (the outer three open
+    containers); ``holder_of(N)`` holds the chain that starts at Thing N, ``hidden(N)`` hides its innermost."""
+    items, number = [], 0
+    while len(items) < count:
+        chain = [f"Thing {number + depth}" for depth in range(4)]
+        for depth, name in enumerate(chain):
+            items.append({"name": name, "holder": holder_of(number) if depth == 0 else chain[depth - 1],
+                          **({"container": "open"} if depth < 3 else {}), "notable": depth == 0 and number % 7 == 0,
+                          **({"hidden": True} if depth == 3 and hidden(number) else {})})
+        number += 4
+    return items
 
 
 def _world_batch(index):

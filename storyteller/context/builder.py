@@ -43,6 +43,11 @@ class Action:
     mode: str
     text: str = ""
     direction: str = ""
+    # What a click on the page did (campaigns.acting: a move, an item operation), as typed events the turn
+    # validates before the narrator is asked and applies at the player's node in its commit.
+    events: tuple = ()
+    # Characters the player asked to answer (an Ask button): they answer in the game master's first round.
+    asked: tuple = ()
 
 
 @dataclass

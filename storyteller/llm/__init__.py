@@ -58,6 +58,7 @@ __all__ = [
     "aserver_status",
     "default_narrator_model",
     "describe_model",
+    "builtin_in_use",
     "embedder_for",
     "forget_servers",
     "model_label",
@@ -95,6 +96,11 @@ def default_narrator_model() -> str:
 def narrator_for(model: str | None = None) -> Narrator:
     """Return the narrator to use for `model` (default_narrator_model() by default)."""
     return _client_for(model or default_narrator_model())
+
+
+def builtin_in_use() -> bool:
+    """Return whether the built-in narrator plays now (no model server is configured or answers)."""
+    return _choose_server()[0] == "builtin"
 
 
 async def anarrator_for(model: str | None = None) -> Narrator:

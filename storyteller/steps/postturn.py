@@ -60,7 +60,7 @@ STEPS = [
 # Measured (`manage.py bench --only recording`): over twenty demo turns the
 # built-in 135M model's recordings closed, but proposed no change that held.
 SMALL_RECORDER = ("The built-in narrator is too small to notice much of what changes, so the story state stays "
-                  "mostly as you set it; start Ollama (`ollama serve`) for a recorder that keeps it.")
+                  "mostly as you set it; start Ollama (the command ollama serve) for a recorder that keeps it.")
 
 # A reply brought in from a chat (storyteller.tavern) waits for the person to ask before anything records it.
 IMPORTED = "imported"
@@ -147,6 +147,7 @@ class WorkerStatus:
     retry: tuple = ()  # the replies a retry runs the steps for, oldest first
     waiting: int = 0  # a game master's replies on the line waiting for a stage boundary to be recorded
     waiting_note: str = ""  # why the last recording at a boundary failed (they still wait)
+    note: str = ""  # what a player should know about how the story is kept, in one sentence (or "")
 
 
 def status(campaign):
@@ -192,8 +193,9 @@ def status(campaign):
     if waiting:
         return WorkerStatus("done", "Up to date but for the recording, which waits for a new stage.",
                             node_id=head.pk, **waiting)
-    if RecorderRun.objects.filter(node=head, model=llm.BUILTIN_MODEL).exists():
-        return WorkerStatus("done", f"Up to date. {SMALL_RECORDER}", node_id=head.pk)
+    # Said while the built-in narrator still plays: once a model server answers, the next reply is recorded by it.
+    if RecorderRun.objects.filter(node=head, model=llm.BUILTIN_MODEL).exists() and llm.builtin_in_use():
+        return WorkerStatus("done", f"Up to date. {SMALL_RECORDER}", node_id=head.pk, note=SMALL_RECORDER)
     return WorkerStatus("done", "Up to date.", node_id=head.pk)
 
 

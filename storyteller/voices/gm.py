@@ -29,6 +29,7 @@ from dataclasses import dataclass, field
 
 from channels.db import database_sync_to_async
 
+from campaigns import muting
 from campaigns.models import CharacterCard, Round, StateEvent
 from campaigns.state import PROTAGONIST, apply_events, normalize, selection, state_at, state_for_turn
 from campaigns.state.minds import minds, whereabouts
@@ -105,15 +106,19 @@ class StepFailed(Exception):
     """The game master's step could not be played; the message says what happened."""
 
 
-async def play(campaign, path, ctx, narrator, *, on_voice=None):
+async def play(campaign, path, ctx, narrator, *, on_voice=None, action=None):
     """Play the rounds of one turn after ``ctx`` (the narrator's Context for the player's action) on ``path``.
 
     ``on_voice(kind, data)``, if given, is awaited as each round begins
     (``"round"``) and as each character speaks (``"voice"``), for the play
     page. Raise StepFailed when a game-master step fails; nothing is written.
+    ``action`` (the player's) says whom the player spoke to: they answer in
+    the first round; those the player muted for the scene never do.
     """
     limits = limits_of(campaign)
     state = await database_sync_to_async(_read)(campaign, path, _action_line(ctx))
+    spoken_to = rounds.addressed(state, action.mode, action.text, action.asked) if action is not None else ()
+    muted = frozenset(muting.muted_at(campaign, state.location_of(PROTAGONIST)))
     entries = await database_sync_to_async(_lore_entries)(campaign, state)
     done, played, proposals, rolls, news, applied = [], [], [], [], [], []
     report = {"rounds": [], "author": []}
@@ -152,7 +157,8 @@ async def play(campaign, path, ctx, narrator, *, on_voice=None):
         _, present = await database_sync_to_async(_round_view)(round_state, planned.number, limits.max_rounds, [])
         activation = rounds.activate([(a.get("who", ""), a.get("why", "")) for a in step.get("activate_characters")
                                       or []], present=present, resolve=round_state.resolve,
-                                     name_of=round_state.name_of, max_characters=limits.max_characters)
+                                     name_of=round_state.name_of, max_characters=limits.max_characters,
+                                     addressed=spoken_to if planned.number == 1 else (), muted=muted)
         news += [f"Not activated ({name}): {reason}" for name, reason in activation.refused]
         this = RoundPlayed(planned.number, {**(step.get("resolve_round") or {}),
                                             "refused": [list(r) for r in resolved.refused]},

@@ -12,7 +12,7 @@ for the game master's next step and the play page.
 
 from dataclasses import dataclass
 
-from campaigns.state.reading import PROTAGONIST
+from campaigns.state.reading import PROTAGONIST, mentioned
 from campaigns.state.time.rules import Refused
 
 GM, OFFSTAGE = "gm", "offstage"
@@ -44,8 +44,26 @@ class Planned:
         return not self.activated
 
 
-def activate(requested, *, present, resolve, name_of, max_characters):
+# Why a character acts that the game master did not choose: the player spoke to them (a name in a Say, or Ask).
+ADDRESSED = "the player spoke to them"
+
+
+def addressed(state, mode, text, asked=()):
+    """Return the keys of the characters a player's action speaks to: those ``asked`` (an Ask button), and in a
+    Say each character named in it, in the order named (the protagonist never)."""
+    keys = [key for key in asked if key]
+    if mode == "say" and text:
+        keys += sorted(mentioned(state, text), key=lambda key: text.lower().find(state.name_of(key).lower()))
+    kinds = {key: (state.entity(key).data.get("kind") if state.entity(key) else "") for key in keys}
+    return tuple(dict.fromkeys(key for key in keys if key != PROTAGONIST and kinds[key] == "character"))
+
+
+def activate(requested, *, present, resolve, name_of, max_characters, addressed=(), muted=frozenset()):
     """Return the Activation of ``requested`` (``[(name, why)]``, the game master's order) under the bounds.
+
+    The player's wishes come first: each of ``addressed`` (keys) who is with
+    the player acts, before the game master's own choices; no one in
+    ``muted`` acts (the player muted them for the scene).
 
     ``present`` are the keys of the characters with the player; ``resolve``
     turns a name into a key (None when nobody is called that); ``name_of``
@@ -55,13 +73,19 @@ def activate(requested, *, present, resolve, name_of, max_characters):
     twice, and everyone past ``max_characters`` — naming who was chosen first.
     """
     acting, why, refused = [], {}, []
-    for name, reason in requested:
+    wished = [(name_of(key), ADDRESSED) for key in addressed if key in present and key not in muted]
+    for name, reason in [*wished, *requested]:
         key = resolve(name) if name else None
+        if key is not None and key in why and reason != ADDRESSED and why[key] == ADDRESSED:
+            why[key] = reason  # the game master chose them too: its reason says more
+            continue
         if key is None:
             refused.append((name, f"nobody in the story is called {name!r}"))
         elif key == PROTAGONIST:
             refused.append((name, "the player's character never acts on its own: what it does comes from the "
                                   "player's action, resolved under its key in resolve_round"))
+        elif key in muted:
+            refused.append((name, f"the player muted {name_of(key)} for this scene"))
         elif key not in present:
             refused.append((name, f"{name_of(key)} is not with the player: characters elsewhere act off stage, "
                                   "after the turn"))

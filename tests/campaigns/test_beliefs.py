@@ -211,6 +211,49 @@ STORIES = {
     "leaving the map and coming back": (
         [Move("edrin", HALL), Change("key", HALL), Move("edrin", ""), Change("key", "vault"), Move("edrin", HALL)],
         [("believes", "edrin", "key", UNKNOWN), ("truth", "key", "vault")]),
+    # Issue 24: the opening, corrections seen, and the cases decided (docs/minds.md "Decided cases").
+    "placed with what it holds, wears and hides, a character believes where each is; others see what is visible": (
+        [Change("ring", "mara"), Change("dagger", "mara", hidden=True), Change("purse", "mara"),
+         Container("purse", open=False), Change("coin", "purse"), Move("mara", HALL), Move("edrin", HALL)],
+        [("believes", "mara", "ring", "mara"), ("believes", "mara", "dagger", "mara"),
+         ("believes", "mara", "purse", "mara"), ("no_belief", "mara", "coin"), ("believes", "edrin", "ring", "mara"),
+         ("no_belief", "edrin", "dagger"), ("no_about", "edrin", "mara", "dagger")]),
+    "an item carried outright from one place to another is seen where it was and where it went": (
+        [Move("aldric", HALL), Move("edrin", HALL), Change("chest", HALL), Move("mara", "corridor"),
+         Move("dora", "yard"), Change("chest", "corridor")],
+        [("believes", "aldric", "chest", "corridor"), ("believes", "mara", "chest", "corridor"),
+         ("no_belief", "dora", "chest"), ("about", "aldric", "mara", "chest", "corridor")]),
+    "an unseen change is known only to the one who did it": (
+        [Move("aldric", HALL), Move("edrin", HALL), Change("chest", HALL), Change("chest", "edrin", actor="edrin",
+                                                                               unseen=True)],
+        [("believes", "aldric", "chest", HALL), ("believes", "edrin", "chest", "edrin")]),
+    "one arriving unseen sees those there; they do not see it": (
+        [Move("edrin", HALL), Change("key", "edrin"), Change("coin", "aldric"), Move("aldric", HALL, unseen=True)],
+        [("believes", "aldric", "key", "edrin"), ("no_belief", "edrin", "coin"),
+         ("no_about", "edrin", "aldric", "key")]),
+    "a journey passes through the places on its way, seeing and seen": (
+        [Move("mara", HALL), Change("chest", HALL), Change("arrows", "aldric"),
+         Move("aldric", "corridor", via=("yard", HALL))],
+        [("believes", "aldric", "chest", HALL), ("believes", "mara", "arrows", "aldric"),
+         ("about", "mara", "aldric", "chest", HALL)]),
+    "two told at once each know the other heard it": (
+        [Change("key", "chest"), Tell("sally", "key", by="mara", together=("anne",)),
+         Tell("anne", "key", by="mara", together=("sally",))],
+        [("about", "sally", "anne", "key", "chest"), ("about", "anne", "sally", "key", "chest"),
+         ("about", "mara", "sally", "key", "chest")]),
+    "told one by one, neither knows the other was told": (
+        [Change("key", "chest"), Tell("sally", "key", by="mara"), Tell("anne", "key", by="mara")],
+        [("no_about", "sally", "anne", "key"), ("no_about", "anne", "sally", "key")]),
+    "a bystander who expected the newcomer to carry the key no longer knows where it is, and the newcomer knows": (
+        [Move("edrin", HALL), Change("key", "aldric"), Move("aldric", HALL), Move("aldric", "yard"),
+         Change("key", "yard", actor="aldric"), Move("aldric", HALL)],
+        [("believes", "edrin", "key", UNKNOWN), ("about", "aldric", "edrin", "key", UNKNOWN),
+         ("believes", "aldric", "key", "yard"), ("truth", "key", "yard")]),
+    "what lies in an open container a newcomer carries is seen, in a closed one not": (
+        [Move("edrin", HALL), Change("basket", "anne"), Change("apple", "basket"), Change("bag", "anne"),
+         Container("bag", open=False), Change("coin", "bag"), Move("anne", HALL)],
+        [("believes", "edrin", "apple", "basket"), ("no_belief", "edrin", "coin"),
+         ("believes", "anne", "apple", "basket")]),
 }
 
 

@@ -11,6 +11,7 @@ from campaigns.models import Campaign, StateEvent
 from campaigns.state import state_at
 from campaigns.state.time import rulebook
 from tests.campaigns.test_story_time import START, rules_document
+from tests.conftest import as_author
 
 HTMX = {"HTTP_HX_REQUEST": "true"}
 PANELS = ("time_panel", "variables_panel", "rolls_panel", "triggers_panel")
@@ -59,6 +60,7 @@ def test_the_time_panel_shows_the_date_in_words_where_everyone_is_and_should_be(
 
 
 def test_skip_time_from_the_panel_moves_the_clock_and_mara_and_reloads_the_other_panels(client_of, keep):
+    as_author(keep)
     client_of.post(reverse("world_correct", args=[keep.pk]), {"type": "move", "subject": "Edrin", "object": "Yard"},
                    **HTMX)
     panel = post(client_of, keep, "time", type="skip", by_minutes="480", reason="they rest")
@@ -85,6 +87,7 @@ def test_a_roll_shows_its_dice_in_the_log(client_of, keep):
 
 
 def test_variables_and_triggers_are_corrected_and_bad_json_is_refused_in_words(client_of, keep):
+    as_author(keep)
     panel = post(client_of, keep, "variables", type="variable_change", subject="Mara", object="debt", to="85")
     assert 'data-variable="mara:debt"' in panel and "debt 85 (crushing)" in panel
     refused = post(client_of, keep, "variables", type="variable_define", definition="{not json")
@@ -101,6 +104,7 @@ def test_a_failed_trigger_shows_why_and_fires_once_reset_after_the_world_is_fixe
     collapse = {"id": "collapse", "when": {"type": "time", "after": "2031-03-14T09:00"},
                 "effects": [{"type": "exit_change", "subject": "Hall", "object": "Cellar"}], "beat": "A way opens."}
     campaign, _ = worldfile.create_campaign(owner, rules_document(triggers=[collapse]))
+    as_author(campaign)
     post(client_of, campaign, "time", type="skip", by_minutes="90", reason="an hour and a half")
     panel = html.unescape(client_of.get(reverse("triggers_panel", args=[campaign.pk]), **HTMX).content.decode())
     assert 'data-trigger="collapse" data-status="failed"' in panel and "'Cellar' is not a known place" in panel

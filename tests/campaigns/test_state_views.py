@@ -8,6 +8,7 @@ from campaigns.models import Node, RecorderRun, StateEvent
 from campaigns.state import record_failure
 from tests.campaigns.test_lineage import act
 from tests.campaigns.test_state import ev, head_node, record, state
+from tests.conftest import as_author
 
 HTMX = {"HTTP_HX_REQUEST": "true"}
 
@@ -32,6 +33,7 @@ def correct(client, campaign, **fields):
 
 
 def test_the_state_page_shows_each_line_with_authority_provenance_and_visibility(client_of, tavern):
+    as_author(tavern)
     page = client_of.get(reverse("state_panel", args=[tavern.pk])).content.decode()
     assert "<html" in page and 'id="state-panel"' in page
     assert "Rain on the windows." in page and "Crooked Lantern Tavern" in page
@@ -54,6 +56,7 @@ def test_the_play_page_loads_the_state_panel(client_of, tavern):
 
 
 def test_a_correction_is_applied_rerendered_and_keeps_who_changed_what_from_what(client_of, tavern, owner):
+    as_author(tavern)
     response = correct(client_of, tavern, type="add_fact", subject="Mara", object="Mara hides a ledger.",
                        value="Mara hides two ledgers.", narrator_only="on")
     page = response.content.decode()
@@ -75,6 +78,7 @@ def test_a_rejected_correction_says_why_and_changes_nothing(client_of, tavern):
 
 
 def test_entities_lines_and_possessions_are_corrected_from_the_panel(client_of, tavern):
+    as_author(tavern)
     correct(client_of, tavern, type="entity", subject="silver key", object="item", aliases="the key")
     correct(client_of, tavern, type="set_holder", subject="Mara", object="the key")
     correct(client_of, tavern, type="mark", object="entity:mara", narrator_only="on")
@@ -87,6 +91,7 @@ def test_entities_lines_and_possessions_are_corrected_from_the_panel(client_of, 
 
 
 def test_model_text_in_the_state_is_escaped(client_of, campaign):
+    as_author(campaign)
     act(campaign, "look", "A sign.")
     record(campaign, ev("introduce", "<script>alert(1)</script>", "item"))
     page = client_of.get(reverse("state_panel", args=[campaign.pk])).content.decode()
@@ -94,6 +99,7 @@ def test_model_text_in_the_state_is_escaped(client_of, campaign):
 
 
 def test_undo_shows_the_state_of_the_node_it_lands_on(client_of, tavern):
+    as_author(tavern)
     act(tavern, "wait", "Mara leaves.")
     record(tavern, ev("leave", "Mara"))
     assert "Mara is at an unknown place." in client_of.get(reverse("state_panel", args=[tavern.pk])).content.decode()
@@ -103,6 +109,7 @@ def test_undo_shows_the_state_of_the_node_it_lands_on(client_of, tavern):
 
 
 def test_the_state_events_of_a_reply_list_applied_and_rejected_with_reasons(client_of, tavern):
+    as_author(tavern)
     node = head_node(tavern)
     page = client_of.get(reverse("state_events", args=[tavern.pk, node.pk])).content.decode()
     # Five events and the observation of what Mara and the protagonist saw as the scene began.
@@ -113,6 +120,7 @@ def test_the_state_events_of_a_reply_list_applied_and_rejected_with_reasons(clie
 
 
 def test_a_pending_recording_polls_and_a_failed_one_offers_a_retry(client_of, campaign):
+    as_author(campaign)
     act(campaign, "look", "Nothing yet.")
     page = client_of.get(reverse("state_panel", args=[campaign.pk]), **HTMX).content.decode()
     assert 'data-recording="pending"' in page and 'hx-trigger="every 2s"' in page
@@ -150,6 +158,7 @@ def test_a_recording_landing_while_the_panel_is_read_never_shows_recorded_over_t
 
 @pytest.mark.django_db(transaction=True)
 def test_retrying_a_failed_recording_runs_the_recorder_again(client_of, campaign, narrator_server):
+    as_author(campaign)
     act(campaign, "enter", "Mara is here.")
     node = head_node(campaign)
     record_failure(node, "timed out", attempt=1)
@@ -189,6 +198,7 @@ def test_state_views_are_404_for_another_user_and_need_a_sign_in(client, tavern,
 def test_the_inspector_shows_each_state_line_with_authority_provenance_and_loads_the_events(
     client_of, tavern, owner
 ):
+    as_author(tavern)
     from campaigns.state import correct as correct_state
     from storyteller.context import Action, build
     from campaigns import lineage, story as story_tree

@@ -13,12 +13,14 @@ from memory import bank
 from memory.models import MEMORY_CHARS, SUMMARY_CHARS, Checkpoint, Memory
 from storyteller.steps import compaction
 from tests.campaigns.test_lineage import act
+from tests.conftest import as_author
 
 HTMX = {"HTTP_HX_REQUEST": "true"}
 TWO_MB = "word " * 400_000
 
 
 def test_a_two_megabyte_memory_is_refused_on_the_memory_panel(client_of, campaign):
+    as_author(campaign)
     response = client_of.post(reverse("memory_add", args=[campaign.pk]), {"text": TWO_MB}, **HTMX)
     assert f"at most {MEMORY_CHARS:,} characters" in response.content.decode()
     assert not Memory.objects.filter(campaign=campaign).exists()

@@ -9,6 +9,7 @@ from campaigns.state import state_at
 from campaigns.state.world import world
 from campaigns import lineage
 from tests.campaigns.test_world import document
+from tests.conftest import as_author
 from tests.imports import finished_import
 
 HTMX = {"HTTP_HX_REQUEST": "true"}
@@ -27,6 +28,7 @@ def get(client, name, campaign, **extra):
 
 
 def test_the_world_panel_shows_the_place_exits_people_and_items_with_what_is_unseen(client_of, keep):
+    as_author(keep)
     page = get(client_of, "world_panel", keep, **HTMX)
     assert page.lstrip().startswith('<aside id="world-panel"') and "<html" not in page
     assert "Hall" in page and "a vaulted hall with a smoking hearth" in page
@@ -47,10 +49,16 @@ def test_the_map_draws_the_known_places_the_exits_by_state_and_marks_where_the_p
     assert 'data-place="tower"' not in page, "the protagonist does not know the tower"
     assert 'class="map-place current" data-place="hall"' in page
     assert 'data-exit="exit:corridor:iron-door" data-state="locked"' in page
-    assert 'data-exit="exit:hall:corridor" data-state="open"' in page
+    [known] = [line for line in page.split("<line")[1:] if "exit:hall:corridor" in line]
+    assert "exit:corridor:hall" not in known and "marker-end" in known, "Edrin has seen the way from the Hall only"
+    everything = get(client_of, "world_map", as_author(keep), **HTMX)
+    [passage] = [line for line in everything.split("<line")[1:] if "exit:hall:corridor" in line]
+    assert 'data-state="open"' in passage and 'data-both-ways="true"' in passage, "a way there and back: one line"
+    assert "exit:corridor:hall" in passage and "marker-end" not in passage
 
 
 def test_the_items_panel_lists_every_item_with_its_holding_chain(client_of, keep):
+    as_author(keep)
     page = get(client_of, "items_panel", keep, **HTMX)
     assert "ring ← box ← chest ← Hall" in page and "owned by Mara" in page
     assert "20 <strong>arrows</strong>" in page and "arrows ← Aldric ← Yard" in page
@@ -90,6 +98,7 @@ def test_the_play_page_loads_the_world_map_and_items_panels(client_of, keep):
     page = get(client_of, "play", keep)
     for name in ("world_panel", "world_map", "items_panel"):
         assert f'hx-get="{reverse(name, args=[keep.pk])}"' in page
+    assert f'<a href="{reverse("world_map", args=[keep.pk])}" data-map-page>Map</a>' in page, "the map's own page"
 
 
 def test_text_from_a_world_file_is_escaped(client_of, owner):

@@ -6,7 +6,7 @@ import re
 import pytest
 
 from tests.e2e.test_play import (  # noqa: F401 — the shared browser fixtures
-    app, connected, fake, narrator_nodes, page, send, settled, sign_in,
+    app, author_view, connected, fake, narrator_nodes, page, send, settled, sign_in,
 )
 from tests.fake_ollama import Thought
 
@@ -131,6 +131,7 @@ def test_continue_lengthens_the_reply_in_place_and_stop_keeps_what_was_written(a
 
 def test_impersonate_fills_the_box_with_a_draft_and_sends_nothing(app, fake, page):
     sign_in(app, page)
+    author_view(page)  # the prompt inspector, where the drafts are, is the author's
     settled(page)
     count, requests = narrator_nodes(page).count(), len(narrations(fake))
     fake.script("I knock twice on the cottage door and call for Mara.")
@@ -155,6 +156,7 @@ def test_impersonate_fills_the_box_with_a_draft_and_sends_nothing(app, fake, pag
 
 def test_an_authors_note_at_depth_2_every_3_turns_sits_exactly_there(app, fake, page):
     sign_in(app, page)
+    author_view(page)  # the prompt inspector is the author's
     settled(page)
     page.wait_for_selector("#note-panel form", state="attached")
     page.fill("#note-panel textarea[name=text]", "Keep the rain in every scene.")
@@ -217,6 +219,7 @@ def test_a_persona_plays_the_campaign_under_its_name(app, fake, page):
 
 def test_each_form_of_thinking_stays_out_of_the_story_history_and_recording(app, fake, page):
     sign_in(app, page)
+    author_view(page)  # the narrator's thinking is the author's view
     secrets = {form: f"Secret {form}: the key is under the loose brick." for form in ("field", "tags", "open")}
     for form, secret in secrets.items():
         settled(page)

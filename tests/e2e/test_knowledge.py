@@ -5,7 +5,7 @@ from urllib.parse import urlparse
 
 import pytest
 
-from tests.e2e.test_play import app, connected, fake, page, send, sign_in  # noqa: F401 (fixtures)
+from tests.e2e.test_play import app, author_view, connected, fake, page, send, sign_in  # noqa: F401 (fixtures)
 from tests.knowledge.conftest import FIXTURES
 
 pytestmark = pytest.mark.e2e
@@ -16,6 +16,7 @@ def test_a_hostile_file_is_inert_from_upload_to_the_prompt_inspector(app, fake, 
     page.on("request", lambda request: requests.append(request.url))
     page.on("dialog", lambda dialog: (dialogs.append(dialog.message), dialog.dismiss()))
     sign_in(app, page)
+    author_view(page)  # the prompt inspector is the author's
     page.click("text=Knowledge")
     page.wait_for_selector("#import")
     page.set_input_files("#import input[type=file]", [str(FIXTURES / "hostile.md"), str(FIXTURES / "reference.md")])

@@ -6,7 +6,7 @@ import json
 import pytest
 
 from tests.e2e.test_play import (  # noqa: F401 — fixtures
-    _manage, app, connected, fake, narrator_nodes, page, send, settled,
+    _manage, app, author_view, connected, fake, narrator_nodes, page, send, settled,
 )
 from tests.storyteller.voices.test_offstage_runs import MARA, answer, keep_document
 
@@ -28,7 +28,7 @@ def test_a_meanwhile_card_appears_after_a_skip_and_a_turn_and_is_gone_next_turn(
     page.set_input_files("input[name=world]", str(world_file(tmp_path)))
     page.click("form.campaign-form button[type=submit]")
     page.wait_for_selector("#story [data-role=opening]")
-    connected(page)
+    author_view(page)  # what happened off stage is what the player's character did not see
     page.wait_for_selector("#time-panel [data-clock]")
     url = page.url
 

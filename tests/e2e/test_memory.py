@@ -2,7 +2,7 @@
 
 import pytest
 
-from tests.e2e.test_play import app, fake, page, send, settled, sign_in  # noqa: F401 — the shared browser fixtures
+from tests.e2e.test_play import app, author_view, fake, page, send, settled, sign_in  # noqa: F401 — the shared browser fixtures
 
 pytestmark = pytest.mark.e2e
 
@@ -14,6 +14,7 @@ def panel_text(page):
 def test_a_memory_added_and_pinned_in_the_panel_reaches_the_narrator_and_follows_undo(app, fake, page):  # noqa: F811
     fake.script("The ferryman nods at you.", "Rain on the river.")
     sign_in(app, page)
+    author_view(page)  # story memory is the narrator's: the author's view
     send(page, "hail the ferryman")
     settled(page)  # the worker's reload of the panels is done before we write in one
     page.wait_for_selector("#memory-panel #memory-lines")

@@ -11,7 +11,7 @@ marble. No accuracy label reaches any prompt the fake server received.
 import pytest
 
 from tests.e2e.test_play import (  # noqa: F401 — the shared browser fixtures
-    _manage, app, connected, fake, page, send, settled,
+    _manage, app, author_view, connected, fake, page, send, settled,
 )
 from tests.storyteller.test_whereabouts import HOUSE
 
@@ -35,7 +35,7 @@ def test_what_sally_and_anne_remember_after_the_scene_differs(app, fake, page): 
     page.set_input_files("input[name=world]", str(HOUSE))
     page.click("form.campaign-form button[type=submit]")
     page.wait_for_selector("#story [data-role=opening]")
-    connected(page)
+    author_view(page)  # what Sally and Anne each remember is the author's view
     play_url = page.url
 
     fake.script("Sally skips out into the hall, leaving the marble in its basket.")

@@ -7,7 +7,7 @@ shows the steps after the reply reading only what they add.
 
 import pytest
 
-from tests.e2e.test_play import app, page, send, settled, sign_in  # noqa: F401 (fixtures)
+from tests.e2e.test_play import app, author_view, page, send, settled, sign_in  # noqa: F401 (fixtures)
 from tests.fake_ollama import FakeModelServer
 
 pytestmark = pytest.mark.e2e
@@ -33,6 +33,7 @@ def test_the_inspector_shows_each_request_the_reply_made_and_what_the_server_rea
     sign_in(app, page)
     send(page, "step inside out of the rain")
     settled(page)
+    author_view(page)  # what the narrator was told is the author's view
     page.click("#story a[data-inspect]")
     page.wait_for_selector("#model-request-table")
 

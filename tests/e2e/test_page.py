@@ -6,7 +6,7 @@ import re
 import pytest
 
 from tests.e2e.test_play import (  # noqa: F401 — the shared browser fixtures
-    CHROMIUM, CHROMIUM_FLAGS, _manage, app, connected, fake, narrator_nodes, send, settled, sign_in,
+    CHROMIUM, CHROMIUM_FLAGS, _manage, app, author_view, connected, fake, narrator_nodes, send, settled, sign_in,
 )
 
 pytestmark = pytest.mark.e2e
@@ -88,11 +88,11 @@ def test_the_action_box_is_under_the_story_in_view_after_three_turns_and_nothing
         assert controls["left"] >= text["right"], "the controls are beside the action box"
         assert page.eval_on_selector_all("details.side-panel", "ds => ds.every(d => d.open)")
     else:
-        assert side["top"] >= dock["bottom"], "on a phone the panels come after the action box"
-        assert page.eval_on_selector_all("details.side-panel", "ds => ds.every(d => !d.open)"), \
-            "on a phone the panels are closed sections"
-        page.click("#side-state > summary")
-        page.wait_for_selector("#state-panel .state-summary", state="visible")
+        assert side["left"] >= viewport["width"], "on a phone the panels wait in their drawer, off the story"
+        page.click("#drawer-toggle")
+        page.wait_for_function("() => document.querySelector('#side-panels').getBoundingClientRect().left < 10")
+        page.click("#side-state > summary")  # a panel beyond the first three opens as a closed section
+        page.wait_for_selector("#state-panel h2", state="visible")
 
 
 def test_a_send_before_the_socket_is_open_is_refused_keeping_the_text_and_asking_nothing(app, fake, browser):
@@ -204,6 +204,7 @@ def introduce(name):
 def test_retries_are_versions_flipped_in_place_with_the_panels_following(app, fake, browser):
     page = open_page(browser, WIDE)
     sign_in(app, page)
+    author_view(page)  # the whole state and the plot's form are the author's
     page.evaluate("window.__samePage = true")
     fake.script("FIRST VERSION: Sella waits at the well.", "SECOND VERSION: Tobin waits at the well.")
     settled(page)  # the recorder is the first to ask after a reply: each recording below is its own
@@ -238,6 +239,7 @@ def test_retries_are_versions_flipped_in_place_with_the_panels_following(app, fa
 def test_a_panel_being_written_in_is_not_redrawn_under_the_persons_hands(app, fake, browser):
     page = open_page(browser, WIDE)
     sign_in(app, page)
+    author_view(page)  # the whole state and the plot's form are the author's
     fake.script("The gate opens.", "The hall is dark.")
     send(page, "open the gate")
     send(page, "enter the hall")
@@ -275,9 +277,12 @@ def test_placeholders_fit_their_fields_and_no_buttons_touch(app, fake, browser, 
     for viewport in (WIDE, PHONE):
         page = open_page(browser, viewport)
         sign_in(app, page)
+        author_view(page)  # the correction forms and story memory are the author's
         page.wait_for_selector("#state-panel h2", state="attached")
         if viewport is PHONE:
-            for summary in page.query_selector_all("details.side-panel > summary"):
+            page.click("#drawer-toggle")
+            page.wait_for_function("() => document.querySelector('#side-panels').getBoundingClientRect().left < 10")
+            for summary in page.query_selector_all("details.side-panel:not([open]) > summary"):
                 summary.click()
         page.wait_for_selector("#memory-panel .memory-lines", state="visible")
         for summary in page.query_selector_all("#side-panels details:not([open]) > summary"):
@@ -294,6 +299,9 @@ def test_placeholders_fit_their_fields_and_no_buttons_touch(app, fake, browser, 
         }""")
         page.locator("#state-corrections").screenshot(path=str(tmp_path / f"corrections-{viewport['width']}.png"))
         assert clipped == [], f"placeholders cut off at {viewport['width']}px: {clipped}"
+        if viewport is PHONE:  # the drawer closed again: its buttons lie beside the story's, not over them
+            page.click("[data-action=close-drawer]")
+            page.wait_for_function("() => document.querySelector('#side-panels').getBoundingClientRect().left >= 390")
         touching = page.evaluate("""() => {
             const buttons = [...document.querySelectorAll('#play button')].filter(b => b.offsetParent !== null);
             const boxes = buttons.map(b => [b, b.getBoundingClientRect()]);

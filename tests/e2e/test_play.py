@@ -105,6 +105,15 @@ def connected(page):
     page.wait_for_selector("#play[data-connected=true]", state="attached")
 
 
+def author_view(page):
+    """Turn on the campaign's author's view from the play page, if it is off (the tools these tests use, the
+    inspector, the correction forms, memory and everyone's whereabouts, are the author's; issue 24)."""
+    if page.locator("[data-action=author-view]").count():
+        page.click("[data-action=author-view]")
+        page.wait_for_selector("[data-action=player-view]")
+    connected(page)
+
+
 def narrator_nodes(page):
     return page.locator("#story [data-role=narrator][data-node-id]")
 
@@ -159,6 +168,8 @@ def test_play_two_turns_undo_retry_and_inspect(app, fake, page, tmp_path):
     # Redo is unavailable after a retry: the retried reply is the newest thing on its branch.
     assert page.is_disabled("[data-action=redo]")
 
+    assert page.locator("#story a[data-inspect]").count() == 0, "what the narrator was told is the author's"
+    author_view(page)
     page.click("#story a[data-inspect]")
     page.wait_for_selector("[data-section=player_input]")
     text = page.inner_text("main")

@@ -2,7 +2,7 @@
 
 import pytest
 
-from tests.e2e.test_play import app, fake, page, send, sign_in  # noqa: F401 — the shared browser fixtures
+from tests.e2e.test_play import app, author_view, fake, page, send, sign_in  # noqa: F401 — the shared browser fixtures
 
 pytestmark = pytest.mark.e2e
 
@@ -26,6 +26,7 @@ def test_the_state_is_recorded_after_a_turn_corrected_in_the_panel_and_follows_u
     ]}
     fake.script_json(recorded)
     sign_in(app, page)
+    author_view(page)  # the whole state, its events and the correction forms are the author's
     send(page, "open the cottage door")
     page.wait_for_function(
         "() => document.querySelector('#state-panel')?.dataset.recording === 'applied'", timeout=20_000)

@@ -10,7 +10,7 @@ from urllib.parse import urlparse
 
 import pytest
 
-from tests.e2e.test_play import app, connected, fake, page, send, settled, sign_in  # noqa: F401 (fixtures)
+from tests.e2e.test_play import app, author_view, connected, fake, page, send, settled, sign_in  # noqa: F401 (fixtures)
 from tests.storyteller.tavern import make
 
 pytestmark = pytest.mark.e2e
@@ -72,6 +72,7 @@ def test_a_card_its_book_and_a_chat_become_a_campaign_through_the_page(app, fake
     fake.script("Mara lifts the teapot's lid; something metal glints inside.")
     send(page, "I look at the teapot on the stove")
     settled(page)
+    author_view(page)  # what the narrator was told is the author's view
     page.locator("#story a[data-inspect]").last.click()
     page.wait_for_selector("#lorebook-fired")
     fired = page.inner_text("#lorebook-fired")

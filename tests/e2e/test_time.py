@@ -6,7 +6,7 @@ import json
 import pytest
 
 from tests.campaigns.test_story_time import BELL, rules_document
-from tests.e2e.test_play import _manage, app, connected, fake, page  # noqa: F401 — the shared browser fixtures
+from tests.e2e.test_play import _manage, app, author_view, connected, fake, page  # noqa: F401 — the shared browser fixtures
 
 pytestmark = pytest.mark.e2e
 
@@ -30,7 +30,7 @@ def test_skip_eight_hours_and_the_clock_mara_and_the_bell_follow_without_a_reloa
     page.set_input_files("input[name=world]", str(world_file(tmp_path)))
     page.click("form.campaign-form button[type=submit]")
     page.wait_for_selector("#story [data-role=opening]")
-    connected(page)
+    author_view(page)  # where Mara is, and a trigger not announced, are the author's
     page.wait_for_selector("#time-panel [data-clock]")
     assert "Friday 14 March 2031, 13:00 in the afternoon" in page.inner_text("#time-panel .clock")
     assert page.get_attribute("#time-panel [data-person=mara]", "data-place") == "hall"

@@ -2,7 +2,7 @@
 
 import pytest
 
-from tests.e2e.test_play import app, fake, page, send, sign_in  # noqa: F401 — the shared browser fixtures
+from tests.e2e.test_play import app, author_view, fake, page, send, sign_in  # noqa: F401 — the shared browser fixtures
 
 pytestmark = pytest.mark.e2e
 
@@ -13,6 +13,13 @@ def test_a_failed_recording_shows_under_the_story_and_a_retry_brings_it_up_to_da
     sign_in(app, page)
     send(page, "wait by the lantern")
     page.wait_for_selector("#worker-status[data-worker=failed]", timeout=20_000)
+    # The player's view: one sentence, with what to do; which step failed, and why, is the author's.
+    status = page.inner_text("#worker-status")
+    assert "Some of the work after turn 1 did not finish; the story itself is safe." in status
+    assert "Recording" not in status and "JSON" not in status
+    assert page.locator("#worker-status [data-action=retry-worker]").count() == 1
+    author_view(page)
+    page.wait_for_selector("#worker-status[data-worker=failed]")
     page.wait_for_selector("#state-panel[data-recording=failed]")
     # The buttons sit inside the lines they belong to (a <form> inside a <p> closed it and landed outside).
     page.wait_for_selector("#state-recording [data-action=retry-recording]")

@@ -40,7 +40,7 @@ def test_a_campaign_from_a_world_file_shows_its_map_and_a_turn_that_opens_the_do
     connected(page)
     page.wait_for_selector("#map-panel svg")
     for place in ("corridor", "hall", "vault"):
-        assert page.locator(f"#map-panel [data-place={place}]").count() == 1, place
+        assert page.locator(f"#map-panel svg [data-place={place}]").count() == 1, place
     assert page.locator("#map-panel [data-place=tower]").count() == 0, "Edrin does not know the tower"
     assert page.get_attribute("#map-panel .map-place.current", "data-place") == "corridor"
     assert door_state(page, "#map-panel") == "locked"

@@ -8,6 +8,7 @@ from campaigns.models import ContextSnapshot, Node
 from knowledge.models import Passage, Source
 from storyteller.context import Action
 from tests.knowledge.conftest import import_fixture, read_fixture
+from tests.conftest import as_author
 
 HTMX = {"HTTP_HX_REQUEST": "true"}
 # Imports run on their own thread with its own database connection, which sees only committed rows.
@@ -86,6 +87,7 @@ def test_reclassify_disable_and_always_include_through_the_settings_form(client_
 
 
 def test_deleting_a_source_keeps_what_earlier_prompts_were_given(client_of, campaign):
+    as_author(campaign)
     from campaigns import lineage
     from storyteller import context
     from tests.campaigns.test_lineage import act
@@ -107,6 +109,7 @@ def test_deleting_a_source_keeps_what_earlier_prompts_were_given(client_of, camp
 
 
 def test_the_inspector_lists_passages_with_scores_reason_and_what_had_no_room(client_of, campaign):
+    as_author(campaign)
     from campaigns import lineage
     from storyteller import context
     from tests.campaigns.test_lineage import act
@@ -184,6 +187,7 @@ def test_an_htmx_upload_returns_the_import_fragment(client_of, campaign):
 
 
 def test_with_the_builtin_narrator_the_pages_say_there_is_no_embedding_model(client_of, campaign, settings):
+    as_author(campaign)
     from campaigns import lineage
     from knowledge.importer import embed_source
     from storyteller import context

@@ -9,6 +9,7 @@ from storyteller import turns
 from storyteller.context import Action
 
 from .conftest import play_to, remember_at
+from tests.conftest import as_author
 
 
 def play(campaign, text):
@@ -20,6 +21,7 @@ def play(campaign, text):
 
 @pytest.mark.django_db(transaction=True)
 def test_the_inspector_lists_used_memories_with_scores_range_and_counts(client_of, campaign, narrator_server):
+    as_author(campaign)
     play_to(campaign, 24)
     fact = remember_at(campaign, 5, "Mara hid the <b>amber</b> sundial in the teapot.")
     guess = remember_at(campaign, 11, "Aldric seemed to distrust the ferryman.")

@@ -15,6 +15,7 @@ from storyteller.context import Action
 from tests.campaigns.test_lineage import act
 
 from .conftest import play_to
+from tests.conftest import as_author
 
 HTMX = {"HTTP_HX_REQUEST": "true"}
 
@@ -35,6 +36,7 @@ def edit(client, campaign, text):
 
 
 def test_the_page_and_the_fragment_show_the_summary_with_its_anchor_and_range(client_of, campaign):
+    as_author(campaign)
     play_to(campaign, 10)
     checkpoint = summarised(campaign, 6, "Aldric reached the abbey and <b>met Mara</b>.")
     page = client_of.get(reverse("plot_panel", args=[campaign.pk])).content.decode()
@@ -52,11 +54,13 @@ def test_the_play_page_loads_the_plot_panel(client_of, campaign):
 
 
 def test_the_panel_says_so_when_there_is_no_summary(client_of, campaign):
+    as_author(campaign)
     fragment = client_of.get(reverse("plot_panel", args=[campaign.pk]), **HTMX).content.decode()
     assert "No summary on this line yet" in fragment
 
 
 def test_a_typed_summary_sits_at_the_head_covers_what_it_replaces_and_reaches_the_narrator(client_of, campaign):
+    as_author(campaign)
     play_to(campaign, 10)
     replaced = summarised(campaign, 6, "The model's summary.")
     fragment = edit(client_of, campaign, "MY-SUMMARY: Aldric <i>distrusts</i> the ferryman.")
@@ -119,6 +123,7 @@ def test_a_failed_rebuild_says_why_and_keeps_the_summary(client_of, campaign, na
 
 
 def test_an_unusable_summary_is_shown_with_its_reason(client_of, campaign):
+    as_author(campaign)
     play_to(campaign, 10)
     summarised(campaign, 6, "Soon stale.")
     campaign.nodes.filter(depth=3).update(text="a forged line")
@@ -128,6 +133,7 @@ def test_an_unusable_summary_is_shown_with_its_reason(client_of, campaign):
 
 
 def test_a_summary_written_under_other_canon_is_shown_unused_as_the_next_turn_would_refuse_it(client_of, campaign):
+    as_author(campaign)
     play_to(campaign, 10)
     summarised(campaign, 6, "Written before the canon changed.")
     campaign.canon_rules.create(text="Magic is forbidden in Greyhollow.")
@@ -145,6 +151,7 @@ def test_another_persons_campaign_is_404_and_the_wrong_method_405(client, outsid
 
 
 def test_the_inspector_names_the_summarys_anchor_and_range_and_which_nodes_were_verbatim(client_of, campaign):
+    as_author(campaign)
     play_to(campaign, 10)
     checkpoint = summarised(campaign, 6, "Aldric walked and <em>waited</em>.")
     campaign.refresh_from_db()

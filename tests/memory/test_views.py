@@ -10,8 +10,15 @@ from memory.models import Memory, MemoryVector
 from storyteller.steps import memories
 
 from .conftest import play_to, remember_at
+from tests.conftest import as_author
 
 HTMX = {"HTTP_HX_REQUEST": "true"}
+
+
+@pytest.fixture(autouse=True)
+def _authors_view(campaign):
+    """The memory panel is the narrator's memory: the author's view, where its tools are."""
+    as_author(campaign)
 
 
 @pytest.fixture
@@ -37,6 +44,17 @@ def test_the_page_and_the_fragment_list_this_lines_memories_with_range_authority
 def test_the_play_page_loads_the_memory_panel(client_of, campaign):
     page = client_of.get(reverse("play", args=[campaign.pk])).content.decode()
     assert reverse("memory_panel", args=[campaign.pk]) in page
+
+
+def test_in_the_players_view_the_narrators_memory_is_not_shown(client_of, remembered):
+    campaign = remembered.campaign
+    campaign.author_view = False
+    campaign.save()
+    assert 'data-panel="memory"' not in client_of.get(reverse("play", args=[campaign.pk])).content.decode()
+    fragment = client_of.get(reverse("memory_panel", args=[campaign.pk]), **HTMX).content.decode()
+    assert "Aldric promised" not in fragment and "the author's view" in fragment.replace("&#x27;", "'")
+    page = client_of.get(reverse("memory_panel", args=[campaign.pk]))
+    assert page.status_code == 403 and "Aldric promised" not in page.content.decode()
 
 
 def test_pin_forget_restore_and_downgrade_change_only_their_flag(client_of, remembered):
@@ -77,6 +95,7 @@ def test_an_unknown_action_names_the_ones_that_exist(client_of, remembered):
 
 
 def test_a_memory_added_by_hand_is_anchored_at_the_head_with_no_range(client_of, campaign):
+    as_author(campaign)
     play_to(campaign, 8)
     campaign.refresh_from_db()
     client_of.post(reverse("memory_add", args=[campaign.pk]), {"text": "The ferryman owes Aldric a favour."}, **HTMX)
@@ -104,6 +123,7 @@ def test_another_users_memories_are_404(client, outsider, remembered):
 
 @pytest.mark.django_db(transaction=True)
 def test_rebuilding_embeddings_replaces_every_vector(client_of, campaign, narrator_server):
+    as_author(campaign)
     play_to(campaign, 12)
     memory = remember_at(campaign, 5, "Aldric promised to return before dawn.")
     assert async_to_sync(memories.embed_missing)(campaign) == (1, "")

@@ -18,6 +18,7 @@ from storyteller.llm.scripted import vector_for
 from tests.campaigns.test_minds import KITCHEN
 from tests.storyteller.test_recorder import play
 from tests.storyteller.test_whereabouts import HOUSE, does, move
+from tests.conftest import as_author
 
 
 def house(owner, **fields):
@@ -164,6 +165,7 @@ async def test_the_inspector_shows_the_events_given_and_why(owner, narrator_serv
     from django.urls import reverse
 
     campaign = await sync_to_async(_embedded_kitchen)(owner)
+    await sync_to_async(as_author)(campaign)
     narrator_server.script("The teapot is cold.")
     result = await play(campaign, "Is anything inside the teapot?")
     client = AsyncClient()

@@ -12,6 +12,7 @@ from storyteller import scripting
 from tests.campaigns.test_minds import KITCHEN
 from tests.conftest import make_campaign
 from tests.storyteller.test_whereabouts import HOUSE, does, move
+from tests.conftest import as_author
 
 HTMX = {"HTTP_HX_REQUEST": "true"}
 
@@ -31,7 +32,10 @@ SCENE = [
 
 
 def played(owner, path, *turns):
+    """Return a campaign from the world file at ``path`` after ``turns``, in the author's view: the minds panel's
+    and the recall page's tools, every character's beliefs beside the truth, are the author's."""
     campaign, _ = worldfile.create_campaign(owner, worldfile.read(path.read_bytes()))
+    as_author(campaign)
     lines = [json.dumps({"action": {"mode": "do", "text": f"turn {n}"}, "reply": f"Turn {n}.", "events": events})
              for n, events in enumerate(turns, 1)]
     results = scripting.append(campaign, scripting.read("\n".join(lines)))
@@ -173,9 +177,19 @@ def test_a_configured_reranker_is_used_and_its_failure_falls_back_saying_why(cli
 
 
 def test_a_campaign_without_a_world_has_no_beliefs_yet(client_of, owner):
-    campaign = make_campaign(owner)
+    campaign = as_author(make_campaign(owner))
     page = client_of.get(reverse("minds_panel", args=[campaign.pk]), **HTMX).content.decode()
     assert "Nobody is placed anywhere yet" in page
+
+
+def test_in_the_players_view_the_panel_and_the_page_hold_the_players_own_beliefs_only(client_of, sally_anne):
+    sally_anne.author_view = False
+    sally_anne.save()
+    page = client_of.get(reverse("minds_panel", args=[sally_anne.pk]), **HTMX).content.decode()
+    assert "What you believe" in page and "truly" not in page and "Record or correct" not in page
+    assert client_of.get(reverse("remember", args=[sally_anne.pk, "sally"])).status_code == 403
+    own = client_of.get(reverse("remember", args=[sally_anne.pk, "protagonist"])).content.decode()
+    assert "the truth" not in own and "recall-scores" not in own and "accuracy" not in own
 
 
 def _edit(client, campaign, **changes):

@@ -21,6 +21,7 @@ from storyteller.steps import judge, postturn
 from tests.campaigns.test_lineage import act, texts
 from tests.memory.conftest import play_to
 from tests.storyteller.test_consumers import connect, frames_until_end
+from tests.conftest import as_author
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -39,6 +40,7 @@ def status_of(client, campaign):
 
 def test_a_malformed_memory_summary_shows_failed_never_up_to_date_and_a_retry_runs_it_again(
         client_of, campaign, narrator_server):
+    as_author(campaign)
     play_to(campaign, 12)  # two blocks of six actions are due
     node = head(campaign)
     story = texts(campaign)
@@ -65,6 +67,7 @@ def test_a_malformed_memory_summary_shows_failed_never_up_to_date_and_a_retry_ru
 
 
 def test_a_model_server_error_shows_every_failed_step_and_the_turn_stands(client_of, campaign, narrator_server):
+    as_author(campaign)
     play_to(campaign, 12)
     node = head(campaign)
     nodes = Node.objects.count()
@@ -85,6 +88,7 @@ def test_a_model_server_error_shows_every_failed_step_and_the_turn_stands(client
 
 def test_an_earlier_reply_whose_recording_failed_stays_a_failure_until_a_retry_records_it(
         client_of, campaign, narrator_server):
+    as_author(campaign)
     from campaigns.state import record_failure
 
     act(campaign, "enter the tavern", "Mara waits by the fire.")
@@ -108,6 +112,7 @@ def test_an_earlier_reply_whose_recording_failed_stays_a_failure_until_a_retry_r
 
 def test_each_failed_recording_is_said_once_naming_its_turn_and_never_in_the_decoders_words(
         client_of, campaign, narrator_server):
+    as_author(campaign)
     # Each cut-off answer twice: an answer that is not valid JSON is asked for once more before the step fails.
     cut_off = ('{"events": [{"type": "scene", "subject": "The turn', '{"events": [{"type"')
     narrator_server.script_json(cut_off[0], cut_off[0], cut_off[1], cut_off[1])
@@ -148,6 +153,7 @@ def test_a_recording_by_the_built_in_narrator_says_plainly_how_little_it_records
 
 
 def test_a_reply_the_worker_has_not_finished_offers_to_run_it_rather_than_saying_up_to_date(client_of, campaign):
+    as_author(campaign)
     assert 'data-worker="none"' in status_of(client_of, campaign), "the opening is not a reply"
     act(campaign, "look around")  # committed with no worker after it, as a restart mid-work leaves it
     page = status_of(client_of, campaign)
@@ -158,6 +164,7 @@ def test_a_reply_the_worker_has_not_finished_offers_to_run_it_rather_than_saying
 
 async def test_the_status_says_running_while_a_step_waits_for_the_model_and_no_write_lock_is_held(
         campaign, narrator_server, owner):
+    await sync_to_async(as_author)(campaign)
     node = await sync_to_async(lambda: head(act(campaign, "look around", "Mara waits by the fire.")))()
     narrator_server.stall(3)  # the recorder's request waits before it is answered
     worker = postturn.schedule(campaign.pk, node.pk)
@@ -186,6 +193,7 @@ async def test_the_status_says_running_while_a_step_waits_for_the_model_and_no_w
 
 
 def test_a_poll_that_finds_the_worker_finished_loads_the_panels_again_and_a_plain_read_does_not(client_of, campaign):
+    as_author(campaign)
     act(campaign, "look around")
     url = reverse("worker_status", args=[campaign.pk])
     assert 'id="reload-memory"' not in client_of.get(url, **HTMX).content.decode()
@@ -283,3 +291,24 @@ async def test_the_status_says_the_recording_is_paused_while_a_reply_is_written(
         narrator_server.json_delay(0)
     await worker
     assert await RecorderRun.objects.filter(node=node, status="applied").aexists()
+
+
+def test_the_players_view_says_a_failure_in_one_sentence_with_what_to_do_and_leaves_the_steps_to_the_author(
+        client_of, campaign, narrator_server):
+    play_to(campaign, 12)
+    node = head(campaign)
+    narrator_server.not_found(NARRATOR, persistent=True)
+    async_to_sync(postturn.run)(node.pk)
+
+    page = "".join([client_of.get(reverse("play", args=[campaign.pk])).content.decode(), status_of(client_of, campaign),
+                    client_of.get(reverse("state_panel", args=[campaign.pk]), **HTMX).content.decode()])
+    assert page.count("Some of the work after turn 6 did not finish; the story itself is safe. Press Retry, or turn "
+                      "on the author's view to see why.") >= 1
+    assert 'data-action="retry-worker"' in page
+    for words in ("Recording for turn", "Memory step", "step for turn", "failed:", "not found", "(event ",
+                  "narrator-only", "Refused after", "`"):
+        assert words not in page, words
+
+    as_author(campaign)
+    page = status_of(client_of, campaign)
+    assert "Recording for turn 6 failed:" in page and "Memory step for turn 6 failed:" in page

@@ -16,6 +16,7 @@ from campaigns.state import state_at
 from storyteller.steps import recorder
 from tests.campaigns.test_lineage import act, texts
 from tests.storyteller.test_recorder import recordings
+from tests.conftest import as_author
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -57,6 +58,7 @@ def staged(campaign):
 
 
 def test_replies_wait_unrecorded_until_a_new_stage_then_are_recorded_together(staged, narrator_server, client_of):
+    as_author(staged)
     first = gm_turn(staged, "knock", "The door stays shut.")
     second = gm_turn(staged, "wait", "Footsteps inside.", said=[("mara", "Who is there?")])
     assert (record(first), record(second)) == ("waiting", "waiting")
@@ -82,6 +84,7 @@ def test_replies_wait_unrecorded_until_a_new_stage_then_are_recorded_together(st
 
 def test_a_failed_recording_at_the_boundary_keeps_them_waiting_and_writes_nothing_into_the_story(
         staged, narrator_server, client_of):
+    as_author(staged)
     first = gm_turn(staged, "knock", "The door stays shut.")
     record(first)
     story = texts(staged)

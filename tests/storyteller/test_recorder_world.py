@@ -14,6 +14,7 @@ from campaigns.models import Node, RecorderRun, StateEvent
 from campaigns.state.world import world
 from tests.campaigns.test_world import document
 from tests.storyteller.test_recorder import current_state, play, recordings
+from tests.conftest import as_author
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -32,6 +33,7 @@ async def keep(owner):
 
 async def test_a_move_through_a_locked_door_is_rejected_with_the_reason_and_changes_nothing(keep, narrator_server,
                                                                                              client, owner):
+    await sync_to_async(as_author)(keep)
     narrator_server.script("Mara strides into the vault.")
     narrator_server.script_json({"events": [event("move", "Mara", "Vault")]})
     result = await play(keep, "follow Mara")

@@ -11,6 +11,7 @@ from storyteller.llm.fake_server import REFUSED_JSON_SCHEMA
 from storyteller.steps import postturn
 from tests.campaigns.test_lineage import act
 from tests.storyteller.test_consumers import connect, frames_until_end
+from tests.conftest import as_author
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -45,6 +46,7 @@ def assert_clean(html):
 
 
 def test_a_failed_recording_shows_the_servers_words_without_its_internals(client_of, campaign, narrator_server, api):
+    as_author(campaign)
     act(campaign, "open the gate", "The gate creaks open.")
     node = Node.objects.get(depth=campaign.head_depth)
     narrator_server.fail_request(CHAT[api], 500, SERVER_ERROR, persistent=True)

@@ -11,6 +11,7 @@ from campaigns.models import Campaign, ContextSnapshot, Node
 from storyteller import context
 from storyteller.context import Action
 from storyteller.steps import minds, prompts
+from tests.conftest import as_author
 from tests.storyteller.test_minds_step import HIDING, kitchen, minds_requests
 from tests.storyteller.test_recorder import WORLD, narration, play, recordings
 
@@ -195,6 +196,7 @@ async def test_the_inspector_shows_each_request_of_a_reply_and_what_the_server_r
     assert len(instruction.split()) <= rows[0].server_read <= len(instruction.split()) + 20
     client = Client()
     await sync_to_async(client.force_login)(owner)
+    await sync_to_async(as_author)(campaign)  # the inspector is the author's view
     page = (await sync_to_async(client.get)(reverse("inspector", args=[campaign.pk, result.node_id]))).content.decode()
     table = page[page.index('id="model-request-table"'):page.index("</table>", page.index('id="model-request-table"'))]
     assert 'data-request="narration"' in table and 'data-request="recorder"' in table

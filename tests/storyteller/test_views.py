@@ -8,6 +8,7 @@ from campaigns.models import Campaign, CanonRule, Node
 from storyteller import signin
 from tests.campaigns.test_lineage import act, retry
 from tests.conftest import make_campaign
+from tests.conftest import as_author
 
 HTMX = {"HTTP_HX_REQUEST": "true"}
 
@@ -38,6 +39,7 @@ def test_another_users_campaign_is_404_everywhere(client, campaign, outsider):
 
 
 def test_the_play_page_shows_the_lineage_with_stable_hooks(client_of, played):
+    as_author(played)
     page = client_of.get(reverse("play", args=[played.pk])).content.decode()
     assert 'id="story"' in page and 'form id="action-form"' in page
     for node in lineage.path_of(played).nodes():
@@ -48,6 +50,7 @@ def test_the_play_page_shows_the_lineage_with_stable_hooks(client_of, played):
 
 
 def test_the_play_page_as_htmx_returns_the_story_with_its_controls_and_panels_out_of_band(client_of, played):
+    as_author(played)
     fragment = client_of.get(reverse("play", args=[played.pk]), **HTMX).content.decode()
     assert fragment.lstrip().startswith('<div id="play-body"')
     assert "<html" not in fragment
@@ -58,6 +61,7 @@ def test_the_play_page_as_htmx_returns_the_story_with_its_controls_and_panels_ou
 
 
 def test_the_play_page_puts_the_action_box_under_the_story_and_the_panels_beside_it(client_of, played):
+    as_author(played)
     page = client_of.get(reverse("play", args=[played.pk])).content.decode()
     story, dock, panels = page.index('id="story"'), page.index('id="action-dock"'), page.index('id="side-panels"')
     assert story < dock < panels
@@ -205,6 +209,7 @@ def test_canon_rules_are_edited_on_the_campaign_page(client_of, campaign):
 
 @pytest.mark.django_db(transaction=True)
 def test_the_inspector_shows_every_section_in_prompt_order_with_totals(client_of, campaign, narrator_server):
+    as_author(campaign)
     from asgiref.sync import async_to_sync
 
     from storyteller import turns

@@ -51,8 +51,8 @@ def tell(listener, item, by="", holder=""):
     return ev("notice", item, data={"to": [listener], "by": by, "holder": holder})
 
 
-def play(tmp_path, *turns):
-    """Start a House campaign, play ``turns`` through the commands, return the state.
+def play(tmp_path, *turns, world=HOUSE):
+    """Start a campaign from ``world`` (the House), play ``turns`` through the commands, return the state.
 
     A turn is a list of events, or ``{"corrections": [...]}`` for a person's corrections.
     """
@@ -63,7 +63,7 @@ def play(tmp_path, *turns):
         line.update(events if isinstance(events, dict) else {"events": list(events)})
         lines.append(json.dumps(line) + "\n")
     script.write_text("".join(lines))
-    out = run("story", "append", "--new", "--world", str(HOUSE), str(script), "--json").splitlines()
+    out = run("story", "append", "--new", "--world", str(world), str(script), "--json").splitlines()
     campaign = json.loads(out[0])["campaign"]
     rejected = [json.loads(line) for line in out[1:] if json.loads(line)["status"] != "applied"]
     assert rejected == [], rejected
@@ -266,10 +266,15 @@ STORIES = {
          [does("Anne", ("give", "marble", "Charlie"))]],
         [("believes", "charlie", "marble", "charlie"), ("believes", "anne", "marble", "charlie"),
          ("believes", "sally", "marble", "anne"), ("about", "charlie", "anne", "marble", "charlie")]),
-    "a person's correction moves the marble: those where it lands see it, those it left keep their belief": (
+    "a person's correction moves the marble: those where it was and where it lands see it go": (
         [[move("Charlie", "Hall")], {"corrections": [ev("set_holder", "cupboard", "marble")]}],
         [("truth", "marble", "cupboard"), ("believes", "charlie", "marble", "cupboard"),
-         ("believes", "sally", "marble", "basket")]),
+         ("believes", "sally", "marble", "cupboard"), ("about", "sally", "charlie", "marble", "cupboard")]),
+    "a person's correction marked unseen moves the marble: nobody saw it, everyone keeps their belief": (
+        [[move("Charlie", "Hall")],
+         {"corrections": [ev("set_holder", "cupboard", "marble", data={"unseen": True})]}],
+        [("truth", "marble", "cupboard"), ("no_belief", "charlie", "marble"),
+         ("believes", "sally", "marble", "basket"), ("believes", "anne", "marble", "basket")]),
     "the protagonist arrives late too, and is told a lie": (
         [*SALLY_ANNE, [move("Edrin", "Hall")], [tell("Edrin", "marble", by="Sally")]],
         [("believes", "protagonist", "marble", "basket"), ("about", "sally", "protagonist", "marble", "basket"),

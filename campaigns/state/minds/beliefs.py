@@ -3,19 +3,28 @@
 The application, not the model, decides what each character knows of where
 things are, from where everyone was:
 
-- present where an item changes holder → sees it, unless the change is hidden
-  or the item ends inside a closed container (then only the one who did it);
+- present where an item changes holder — where it was or where it goes →
+  sees it, unless the change is hidden or unseen or the item ends inside a
+  closed container (then only the one who did it);
 - arriving at a place → sees the visible items there (not hidden, not inside a
-  closed container; what those present carry), and notices ▶ that an item it
-  expected to see there is gone (its whereabouts become unknown); ▶ those
-  there see what the newcomer visibly carries;
+  closed container; what those present carry, and what lies in an open
+  container one of them carries) and its own things (its hidden ones too), and
+  notices ▶ that an item it expected to see there, or on one of those there,
+  is gone (its whereabouts become unknown); ▶ those there see what the
+  newcomer visibly carries, unless it arrives unseen; a journey passes
+  through each place on its way, seen and seeing as an arrival is;
 - away → keeps the old belief;
 - told, or present when it is said or noticed in the scene → believes what was
   said (the truth, unless a speaker said otherwise);
 - second order: those who saw something together each know what the others
   saw; one who arrives where others are knows they see what is visible there,
-  and they know it of the newcomer; one who was away is believed by the others
-  to hold the old belief, and believes the others hold theirs.
+  and they know it of the newcomer; those told at once know each other was
+  told; one who was away is believed by the others to hold the old belief, and
+  believes the others hold theirs.
+
+A world file's opening is each character arriving where it starts
+(``whereabouts`` reads the opening's items first), so everyone begins
+believing where what it holds, wears and can see is.
 
 The input is a sequence of world steps as plain values (``Move``, ``Change``,
 ``Container``, ``Reveal``, ``Notice``, ``Tell``), as the world model's moves
@@ -41,10 +50,15 @@ MAX_CHAIN = 32
 
 @dataclass(frozen=True)
 class Move:
-    """``who`` arrives at place ``to`` (or leaves the map, ``to=""``)."""
+    """``who`` arrives at place ``to`` (or leaves the map, ``to=""``), passing through the places ``via`` first.
+
+    ``unseen``: nobody there notices the arrival (it still looks around).
+    """
 
     who: str
     to: str
+    via: tuple = ()
+    unseen: bool = False
 
 
 @dataclass(frozen=True)
@@ -52,7 +66,8 @@ class Change:
     """``item`` passes to holder ``to`` (a place, a character or a container), done by ``actor``.
 
     ``hidden``: done unseen, and the item stays hidden where it is until
-    revealed. ``place``: where it happens, when neither the actor's place nor
+    revealed. ``unseen``: nobody but the actor saw it (a person's correction
+    says so). ``place``: where it happens, when neither the actor's place nor
     the new holder's says it.
     """
 
@@ -61,6 +76,7 @@ class Change:
     actor: str = ""
     hidden: bool = False
     place: str = ""
+    unseen: bool = False
 
 
 @dataclass(frozen=True)
@@ -70,14 +86,16 @@ class Container:
     item: str
     open: bool
     actor: str = ""
+    unseen: bool = False
 
 
 @dataclass(frozen=True)
 class Reveal:
-    """A hidden ``item`` is hidden no more; those present see where it is."""
+    """A hidden ``item`` is hidden no more; those present see where it is (unless ``unseen``)."""
 
     item: str
     actor: str = ""
+    unseen: bool = False
 
 
 @dataclass(frozen=True)
@@ -96,12 +114,16 @@ class Notice:
 
 @dataclass(frozen=True)
 class Tell:
-    """``by`` tells ``who`` where ``item`` is (``holder``; default: what ``by`` believes, or the truth)."""
+    """``by`` tells ``who`` where ``item`` is (``holder``; default: what ``by`` believes, or the truth).
+
+    ``together``: the others told at the same time, who each know the others heard it.
+    """
 
     who: str
     item: str
     holder: str | None = None
     by: str = ""
+    together: tuple = ()
 
 
 class _Record(NamedTuple):
@@ -190,20 +212,28 @@ class Minds:
         handler(self, step)
 
     def _move(self, step):
-        old = self.position.get(step.who)
+        for place in (*step.via, step.to):
+            self._arrive(step.who, place, step.unseen)
+
+    def _arrive(self, who, place, unseen):
+        old = self.position.get(who)
         if old:
-            self._at.get(old, set()).discard(step.who)
-        self.position[step.who] = step.to
-        if not step.to:
+            self._at.get(old, set()).discard(who)
+        self.position[who] = place
+        if not place:
             return
-        present = set(self._at.get(step.to, ()))
-        self._at.setdefault(step.to, set()).add(step.who)
-        self._look({step.who}, present | {step.who}, [step.to, *present])
+        present = set(self._at.get(place, ()))
+        self._at.setdefault(place, set()).add(who)
+        if unseen:  # it sees them; they do not see it
+            self._look({who}, {who}, [place, *present], own=who)
+            return
+        self._look({who}, present | {who}, [place, *present], own=who)
         if present:  # ▶ and those there see what the newcomer visibly carries
-            self._look(present, present | {step.who}, [step.who])
+            self._look(present, present | {who}, [who])
 
     def _change(self, step):
-        self._views.pop(self.place_of(step.item), None)
+        before = self.place_of(step.item)
+        self._views.pop(before, None)
         old = self.holder.get(step.item)
         if old is not None:
             self._held.get(old, set()).discard(step.item)
@@ -215,10 +245,11 @@ class Minds:
             self._hidden.discard(step.item)
         self._views.pop(self.place_of(step.item), None)
         place = step.place or self.position.get(step.actor) or self.place_of(step.item)
-        if step.hidden or self._concealed(step.item):
+        if step.hidden or step.unseen or self._concealed(step.item):
             seen_by = {step.actor} if step.actor else set()
-        else:
-            seen_by = set(self._at.get(place, ())) | ({step.actor} if step.actor else set())
+        else:  # seen where it was and where it went (a person's correction may carry it from one to the other)
+            seen_by = (set(self._at.get(place, ())) | set(self._at.get(before, ()))
+                       | ({step.actor} if step.actor else set()))
         self._record(step.item, step.to, seen_by, seen_by, seen_by)
 
     def _container(self, step):
@@ -226,7 +257,7 @@ class Minds:
         if step.open:
             self._closed.discard(step.item)
             place = self.place_of(step.item)
-            present = set(self._at.get(place, ()))
+            present = ({step.actor} if step.actor else set()) if step.unseen else set(self._at.get(place, ()))
             if not self._concealed(step.item) and present:
                 self._look(present, present, [step.item])
         else:
@@ -236,6 +267,8 @@ class Minds:
         self._views.pop(self.place_of(step.item), None)
         self._hidden.discard(step.item)
         present = set(self._at.get(self.place_of(step.item), ()))
+        if step.unseen:
+            present = {step.actor} & present
         if not self._concealed(step.item):
             self._record(step.item, self.holder.get(step.item), present, present, present)
 
@@ -248,8 +281,8 @@ class Minds:
 
     def _tell(self, step):
         holder = self._said(step.item, step.holder, step.by)
-        both = {step.who} | ({step.by} if step.by else set())
-        self._record(step.item, holder, {step.who}, both, both)
+        hearing = {step.who, *step.together} | ({step.by} if step.by else set())
+        self._record(step.item, holder, {step.who}, hearing, hearing)
 
     # The rules
 
@@ -295,32 +328,42 @@ class Minds:
             looked |= more_looked
         return seen, looked
 
-    def _walk(self, root):
+    def _walk(self, root, keeper=""):
+        """Return (the items visible from ``root``, the holders looked into); ``keeper`` sees what it holds hidden."""
         seen, looked = {}, set()
         stack = [root]
         while stack:
             holder = stack.pop()
-            if holder in looked or holder in self._closed or holder in self._hidden:
-                continue  # nobody sees into a closed or hidden container
+            if holder in looked or holder in self._closed or (holder in self._hidden
+                                                              and self.holder.get(holder) != keeper):
+                continue  # nobody sees into a closed or hidden container (but its keeper into its own)
             looked.add(holder)
             for item in self._held.get(holder, ()):
-                if item not in self._hidden:
+                if item not in self._hidden or (keeper and holder == keeper):
                     seen[item] = holder
                     stack.append(item)
         return seen, looked
 
-    def _look(self, lookers, witnesses, roots):
+    def _look(self, lookers, witnesses, roots, *, own=""):
         """``lookers`` see what is visible from ``roots``; ``witnesses`` know that they do.
 
         A looker who believed an item held by one of the holders looked into,
-        and finds it is not there, no longer knows where it is.
+        and finds it is not there, no longer knows where it is. ``own``: the
+        one looker whose own things are looked at too, hidden ones included
+        (nobody else sees what it hides).
         """
         seen, looked = self._visible(roots)
+        mine = {}
+        if own:
+            mine, into = self._walk(own, keeper=own)
+            looked = looked | into
         for who in lookers:
             believed_in = self._believed_in.get(who, {})
             gone = [item for holder in looked for item in believed_in.get(holder, ())
-                    if item not in seen and self.holder.get(item) != holder]
+                    if item not in seen and item not in mine and self.holder.get(item) != holder]
             self._believe(who, seen)
+            if who == own:
+                self._believe(who, mine)
             if gone:
                 self._believe(who, dict.fromkeys(gone, UNKNOWN))
                 self._share(dict.fromkeys(gone, UNKNOWN), witnesses, {who})

@@ -340,4 +340,26 @@ def _notice(check, event):
     if not place and not to:
         raise Rejected("the notice says neither where it is said nor to whom; give data.place or data.to")
     fields = {"item": item, "place": place, "by": by, "holder": holder, "to": to}
-    return [{"slot": f"notice:{item}", "kind": "notice", "subject": item, "value": holder, "data": fields}]
+    return [{"slot": f"notice:{item}", "kind": "notice", "subject": item, "value": holder, "data": fields},
+            *_told_of(state, item, holder, by, place, to)]
+
+
+def _told_of(state, item, holder, by, place, to):
+    """Return the ``knows`` writes of those a notice reaches: the item, and the place or container it is said in.
+
+    Being told where something is (or seeing it pointed out) is learning that
+    it exists: each listener who did not know of it now does, how ``told``
+    (``observed`` when nobody spoke). The speaker is not told its own words.
+    """
+    if to:
+        listeners = [who for who in to if who != by]
+    else:
+        state.load_occupants([place])
+        listeners = [who for who in state.at(place) if who != by and world.kind_of(state, who) == "character"]
+    targets = [("item", item)] + ([(world.kind_of(state, holder), holder)]
+                                  if world.kind_of(state, holder) in ("place", "item") else [])
+    wanted = {world.knows_slot(who, kind, target): (who, target) for who in listeners for kind, target in targets}
+    known = state.existing(list(wanted))
+    how = "told" if by else "observed"
+    return [{"slot": slot, "kind": "knows", "subject": who, "value": target, "data": {"how": how}}
+            for slot, (who, target) in wanted.items() if slot not in known]

@@ -54,42 +54,46 @@ class _Reader:
 
     def steps(self, row, minds):
         """Return the beliefs steps of one record row (see ``_ROW``)."""
-        _, _, _, kind, subject, value, data, retracted, event_type, event_subject = row
+        _, _, _, kind, subject, value, data, retracted, event_type, event_subject, unseen, _ = row
         if kind == "entity":
             if data.get("kind") == "character" and not retracted:
                 for name in (value, subject, *data.get("aliases", ())):
                     self.names.setdefault(normalize(name), subject)
             return []
         if kind == "location":
-            return [Move(subject, "" if retracted else value)]
+            if retracted or not value:
+                return [Move(subject, "")]
+            # A journey passes through the places on its way (``via`` ends where it arrives).
+            return [Move(subject, value, via=tuple(data.get("via", ())[:-1]), unseen=unseen)]
         if kind == "item":
-            return [] if retracted else self._looks(subject, data, event_type, event_subject, minds)
+            return [] if retracted else self._looks(subject, data, event_type, event_subject, minds, unseen)
         if kind == "holder":
             if retracted:
                 return []
             actor = self.actor(event_subject, minds) if event_type == "item_changes" else ""
             if not actor and value in minds.position:
                 actor = value  # given, or placed with someone at the start: they know what they hold
-            return [Change(subject, value, actor=actor, hidden=subject in self.hidden)]
+            return [Change(subject, value, actor=actor, hidden=subject in self.hidden, unseen=unseen)]
         if kind == "notice" and not retracted:
             holder = data.get("holder") or None
             if data.get("to"):
-                return [Tell(who, data.get("item", subject), holder, by=data.get("by", ""))
+                return [Tell(who, data.get("item", subject), holder, by=data.get("by", ""),
+                             together=tuple(other for other in data["to"] if other != who))
                         for who in data["to"]]
             return [Notice(data.get("item", subject), place=data.get("place", ""), by=data.get("by", ""),
                            holder=holder)]
         return []
 
-    def _looks(self, item, data, event_type, event_subject, minds):
+    def _looks(self, item, data, event_type, event_subject, minds, unseen):
         actor = self.actor(event_subject, minds) if event_type == "item_changes" else ""
         steps = []
         closed = data.get("container") in CLOSED
         if closed and item not in self.closed:
             self.closed.add(item)
-            steps.append(Container(item, open=False, actor=actor))
+            steps.append(Container(item, open=False, actor=actor, unseen=unseen))
         elif not closed and item in self.closed:
             self.closed.discard(item)
-            steps.append(Container(item, open=True, actor=actor))
+            steps.append(Container(item, open=True, actor=actor, unseen=unseen))
         hidden = bool(data.get("hidden"))
         if hidden and item not in self.hidden:
             self.hidden.add(item)
@@ -97,7 +101,7 @@ class _Reader:
                 steps.append(Change(item, minds.holder[item], hidden=True))
         elif not hidden and item in self.hidden:
             self.hidden.discard(item)
-            steps.append(Reveal(item, actor=actor))
+            steps.append(Reveal(item, actor=actor, unseen=unseen))
         return steps
 
 
@@ -186,16 +190,20 @@ def _read(path, campaign, version):
     for row in rows:
         for step in reader.steps(row, minds):
             minds.apply(step)
-    return _Line(campaign.created_at, path, version, _order(rows[-1]) if rows else (-1, False, 0), minds, reader)
+    return _Line(campaign.created_at, path, version, _order(rows[-1]) if rows else (-1, 0, 0), minds, reader)
 
 
 def _order(row):
-    """Story order: by depth, then as written; at the opening (a world file), where characters start comes last."""
-    return row[1], row[1] == 0 and row[3] == "location", row[0]
+    """Story order: by depth, then as written; of a world file's opening, the items first, then where characters
+    start (so each arrives seeing what is there), then whatever a person corrected before the first turn."""
+    stage = (1 if row[3] == "location" else 0) if row[11] == StateEvent.Source.WORLD else 2
+    return row[1], stage, row[0]
 
 
-# (id, depth, branch id, kind, subject, value, data, retracted, its event's type, its event's subject)
-_ROW = ("id", "depth", "branch_id", "kind", "subject", "value", "data", "retracted", "type", "actor")
+# (id, depth, branch id, kind, subject, value, data, retracted, its event's type, its event's subject, whether
+# its event was marked unseen, its event's source)
+_ROW = ("id", "depth", "branch_id", "kind", "subject", "value", "data", "retracted", "type", "actor", "unseen",
+        "source")
 
 
 def _rows(campaign, where, params):
@@ -209,14 +217,15 @@ def _rows(campaign, where, params):
     kinds = ", ".join(["%s"] * len(KINDS))
     sql = (f"SELECT r.id, r.depth, r.branch_id, r.kind, r.subject, r.value,"
            f" CASE WHEN r.kind = 'holder' THEN '{{}}' ELSE r.data END, r.retracted,"
-           f" json_extract(e.payload, '$.type'), json_extract(e.payload, '$.subject')"
+           f" json_extract(e.payload, '$.type'), json_extract(e.payload, '$.subject'),"
+           f" json_extract(e.payload, '$.data.unseen'), e.source"
            f" FROM {records} r INNER JOIN {events} e ON r.event_id = e.id"
            f" WHERE r.campaign_id = %s AND r.kind IN ({kinds})"
            f" AND (r.kind != 'entity' OR json_extract(r.data, '$.kind') = 'character') AND {where}")
     with connection.cursor() as cursor:
         cursor.execute(sql, [campaign.pk, *KINDS, *params])
         return [(*row[:6], _EMPTY if row[6] == "{}" else json.loads(row[6]), bool(row[7]), row[8] or "",
-                 row[9] or "") for row in cursor.fetchall()]
+                 row[9] or "", bool(row[10]), row[11]) for row in cursor.fetchall()]
 
 
 _EMPTY = {}

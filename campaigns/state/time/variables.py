@@ -416,7 +416,7 @@ def view(*, defs, values, kind_of, viewer=None, scene=(), present=(), temperamen
         for definition in defs.values():
             if kind not in definition.applies_to:
                 continue
-            if viewer is not None and not _sees(definition, obj, viewer):
+            if viewer is not None and not sees(definition, obj, viewer):
                 continue
             default = definition.default_for(obj, temperaments)
             value = values.get((obj, definition.name), default)
@@ -431,7 +431,8 @@ def view(*, defs, values, kind_of, viewer=None, scene=(), present=(), temperamen
     return result
 
 
-def _sees(definition, obj, viewer):
+def sees(definition, obj, viewer):
+    """Return whether ``viewer`` sees variable ``definition`` on ``obj``: public on anyone, private on itself."""
     if obj == viewer:
         return definition.visibility in ("public", "private")
     return definition.visibility == "public"

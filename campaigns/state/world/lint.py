@@ -23,7 +23,7 @@ from . import world
 
 @dataclass(frozen=True)
 class Finding:
-    severity: str  # "error" | "warning"
+    severity: str  # "error" | "warning" | "note" (how a world file was read: the doors it joined)
     check: str  # which check: "unreachable", "unplaced", "duplicate", ...
     text: str
     subjects: tuple = ()

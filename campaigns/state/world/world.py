@@ -4,8 +4,10 @@ Seed 002 「地点」, 「关系」, 「实体知识」 and 「物品」. Pure: 
 values in, plain values out; no database and no model. The state kinds:
 
 - ``exit:<from>:<key>`` — a directed exit; value = the destination place;
-  data ``{label, state: open|locked|blocked, opener, travel_seconds, hidden}``.
-  A passage both ways is two exits.
+  data ``{label, state: open|locked|blocked, opener, travel_seconds, hidden,
+  door}``. A passage both ways is two exits; when both name the same
+  ``door`` they are its two sides and share its state, opener and
+  hiddenness (``other_side``): every write to one side writes the other.
 - ``feature:<place>:<key>`` — value = its text; data ``{name, notable, hidden}``.
 - ``item:<key>`` — data ``{quantity, unique, condition, notable, hidden,
   wear_slot, container: null|open|closed|locked, opener, owner, stack}``
@@ -54,6 +56,11 @@ VIEW_ITEMS = 12
 # A holding chain longer than this is a loop in the data, not a ring in a box in a chest.
 MAX_CHAIN = 32
 
+# A change nobody saw happen (a person's correction says so): what the application observes after the batch,
+# and who believes what is where, leave it out; only whoever did it (the one who moved, the actor) knows.
+UNSEEN = Field("bool", "nobody saw it happen: only whoever did it (the one who moves, the actor) knows",
+               recorder=False)
+
 
 @dataclass(frozen=True)
 class Exit:
@@ -66,6 +73,11 @@ class Exit:
     opener: str
     travel_seconds: int
     hidden: bool
+    door: str = ""
+
+
+# What the two sides of a door share: unlocking it from one side unlocks it from the other.
+DOOR_SHARED = ("state", "opener", "hidden")
 
 
 @dataclass(frozen=True)
@@ -163,7 +175,20 @@ def exit_of(record):
     data = record.data
     return Exit(record.slot, record.subject, record.slot.split(":", 2)[2], record.value, data.get("label", ""),
                 data.get("state", "open"), data.get("opener", ""), int(data.get("travel_seconds") or 0),
-                bool(data.get("hidden")))
+                bool(data.get("hidden")), data.get("door", ""))
+
+
+def other_side(state, exit):
+    """Return the exit back through ``exit``'s door (the door's other side), or None when it has none."""
+    if not exit.door:
+        return None
+    return next((back for back in exits_from(state, exit.to)
+                 if back.to == exit.origin and back.door == exit.door and back.slot != exit.slot), None)
+
+
+def door_key(name, origin, to):
+    """Return the key of the door called ``name`` between two places (a nameless passage: the places' keys)."""
+    return key_for(name) if name else "-".join(sorted((origin, to)))
 
 
 def exits_from(state, place):
@@ -367,6 +392,12 @@ class _World:
 
     def exit(self, exit):
         return self.exits.get(exit.slot, exit)
+
+    def set_exit(self, exit, **changes):
+        """Change ``exit`` and the other side of its door, which shares its state."""
+        for side in (exit, other_side(self.state, exit)):
+            if side is not None:
+                self.exits[side.slot] = replace(self.exit(side), **changes)
 
 
 def holding_chain(state, key, world=None):
@@ -686,7 +717,8 @@ def _place(check, name, role="place"):
 
 
 @register(WORLD_RANK, "move", sources=EVERYONE, fields={
-    "ignore_exits": Field("bool", "move along no route (story transport, a correction)", recorder=False)},
+    "ignore_exits": Field("bool", "move along no route (story transport, a correction)", recorder=False),
+    "unseen": UNSEEN},
     help="who / place / \"\": someone goes somewhere along open exits")
 def _move(check, event):
     who = check.entity(event["subject"])
@@ -739,7 +771,10 @@ EXIT_FIELDS = {
     "opener": Field("name", "the item (key) that locks and unlocks it"),
     "travel_seconds": Field("int", "how long the way takes", maximum=86_400),
     "hidden": Field("bool", "unseen by the characters until revealed"),
-    "both_ways": Field("bool", "change (or make) the exit back the same way"),
+    "both_ways": Field("bool", "change (or make) the exit back the same way: the two are one door"),
+    "door": Field("name", "the door it goes through: the way back through the same door shares its state, opener "
+                          "and hiddenness (empty: no door)", recorder=False),
+    "unseen": UNSEEN,
 }
 
 
@@ -751,25 +786,38 @@ def _exit_change(check, event):
     if not event["object"]:
         raise Rejected("the event names no destination or exit")
     data = event["data"]
-    writes = [_exit_write(check, origin, event["object"], data)]
-    if data.get("both_ways"):
-        back = writes[0]
-        writes.append(_exit_write(check, back["value"], origin, {**data, "label": data.get("label", "")}))
-    return writes
+    forward = _exit_write(check, origin, event["object"], data)
+    if not data.get("both_ways"):
+        return [forward, *_door_writes(check.state, forward)]
+    # Made (or changed) both ways, the two are one passage: its sides share a door.
+    to, door = forward["value"], forward["data"]["door"] or door_key(forward["data"]["label"], origin,
+                                                                        forward["value"])
+    forward["data"]["door"] = door
+    back = _exit_write(check, to, _way_back(check.state, to, origin, forward["data"]["label"]), data, door=door)
+    back["data"].update({name: forward["data"][name] for name in DOOR_SHARED})
+    return [forward, back]
 
 
-def _exit_write(check, origin, name, data):
+def _way_back(state, origin, to, label):
+    """Return the name of the exit from ``origin`` back to ``to``: its own, when one has the label, else the place."""
+    found = find_exit(state, origin, label) if label else None
+    return found.key if found is not None and found.to == to else to
+
+
+def _exit_write(check, origin, name, data, *, door=None):
+    """Return the write making or changing the exit from ``origin`` called ``name`` (``door``: the door it joins)."""
     state = check.state
-    current = find_exit(state, origin, name)
+    current = _exit_to_write(state, origin, name, data.get("label", ""))
     if current is None:
         to = state.resolve(name)
         if to is None or kind_of(state, to) != "place":
             raise Rejected(f"no exit {name!r} leaves {state.name_of(origin)}, and {name!r} is not a known place "
                            "to make one to")
-        key = key_for(data["label"]) if data.get("label") else to
+        label = data["label"] if "label" in data else data.get("door", "")  # a door names its sides
+        key = key_for(label) if label else to
         if any(e.key == key for e in exits_from(state, origin)):
             raise Rejected(f"{state.name_of(origin)} already has an exit called {key!r}; give this one a label")
-        current = Exit(f"exit:{origin}:{key}", origin, key, to, "", "open", "", 0, False)
+        current = Exit(f"exit:{origin}:{key}", origin, key, to, label, "open", "", 0, False)
     state_now = data.get("state", current.state)
     if check.by_recorder and state_now != current.state and "locked" in (state_now, current.state):
         raise Rejected(f"{describe_exit(state, current)} is {current.state}: locks change through item_changes "
@@ -777,10 +825,55 @@ def _exit_write(check, origin, name, data):
     opener = current.opener
     if "opener" in data:
         opener = _opener(check, data["opener"]) if data["opener"] else ""
+    if door is None:
+        door = key_for(data["door"]) if data.get("door") else ("" if "door" in data else current.door)
+    taken = [e for e in exits_from(state, origin) if door and e.door == door and e.to == current.to
+             and e.slot != current.slot]
+    if taken:
+        raise Rejected(f"{describe_exit(state, taken[0])} already goes through that door ({door}); a door has one "
+                       "side in each place")
     fields = {"label": data.get("label", current.label), "state": state_now, "opener": opener,
               "travel_seconds": data.get("travel_seconds", current.travel_seconds),
-              "hidden": data.get("hidden", current.hidden)}
+              "hidden": data.get("hidden", current.hidden), "door": door}
     return {"slot": current.slot, "kind": "exit", "subject": origin, "value": current.to, "data": fields}
+
+
+def _exit_to_write(state, origin, name, label):
+    """Return the exit an exit_change from ``origin`` means: the one with its label, else the one ``name`` names.
+
+    With a label, a destination that has exits from ``origin`` but none
+    unlabelled means a new exit beside them (a second door between the same
+    two places); without one, the exit ``find_exit`` finds, if any.
+    """
+    if label:
+        named = find_exit(state, origin, label) if state.resolve(label) is None else None
+        if named is not None:
+            return named
+        to = state.resolve(name)
+        leading = [e for e in exits_from(state, origin) if e.to == to]
+        if leading and not any(not e.label for e in leading):
+            return None
+    return find_exit(state, origin, name)
+
+
+def _door_writes(state, write):
+    """Return the write giving the other side of ``write``'s door the door's state (none when it has it already)."""
+    door = write["data"].get("door")
+    if not door:
+        return []
+    written = Exit(write["slot"], write["subject"], write["slot"].split(":", 2)[2], write["value"], "", "", "", 0,
+                   False, door)
+    back = other_side(state, written)
+    shared = {name: write["data"][name] for name in DOOR_SHARED}
+    if back is None or all(getattr(back, name) == value for name, value in shared.items()):
+        return []
+    return [_side_write(replace(back, **shared))]
+
+
+def _side_write(exit):
+    return {"slot": exit.slot, "kind": "exit", "subject": exit.origin, "value": exit.to,
+            "data": {"label": exit.label, "state": exit.state, "opener": exit.opener,
+                     "travel_seconds": exit.travel_seconds, "hidden": exit.hidden, "door": exit.door}}
 
 
 def _opener(check, name):
@@ -808,6 +901,7 @@ ITEM_FIELDS = {
     "owner": Field("name", "who owns it (not always who holds it)", recorder=False),
     "stack": Field("name", "its kind, for merging stacks (defaults to its name when there are several)",
                    recorder=False),
+    "unseen": UNSEEN,
 }
 
 
@@ -865,7 +959,8 @@ def _holding_write(check, item, holder, mode, slot, fields=None):
 
 @register(WORLD_RANK, "set_holder", sources=PEOPLE, fields={
     "mode": Field("choice", "how it is held (worked out from the holder when empty)", choices=MODES),
-    "slot": Field("name", "worn: on which wear slot")},
+    "slot": Field("name", "worn: on which wear slot"),
+    "unseen": UNSEEN},
     help="holder (empty: nobody) / item / \"\": put an item anywhere, outright")
 def _set_holder(check, event):
     item = check.entity(event["object"], "item", kinds=("item",))
@@ -886,7 +981,7 @@ def _set_holder(check, event):
 def _item_edit(check, event):
     key = check.entity(event["subject"], "item", kinds=("item",))
     item = item_of(check.state, key)
-    data = event["data"]
+    data = {name: value for name, value in event["data"].items() if name != "unseen"}
     if not data:
         raise Rejected("the event changes nothing (data is empty)")
     fields = {name: getattr(item, name) for name in ITEM_DATA}
@@ -907,7 +1002,8 @@ def _item_edit(check, event):
 # ---------------------------------------------------------------- item_changes: the dry run
 
 
-@register(WORLD_RANK, "item_changes", sources=EVERYONE, fields={"ops": Field("ops", "the operations, in order")},
+@register(WORLD_RANK, "item_changes", sources=EVERYONE, fields={"ops": Field("ops", "the operations, in order"),
+                                                              "unseen": UNSEEN},
           help="who / \"\" / \"\": what someone did with items, as ordered operations in data.ops")
 def _item_changes(check, event):
     actor = check.entity(event["subject"], "actor", kinds=("character",))
@@ -957,10 +1053,7 @@ def _item_writes(state, world):
             data = {"mode": item.mode, **({"slot": item.slot} if item.slot else {})}
             writes.append({"slot": f"holder:{key}", "kind": "holder", "subject": key, "value": item.holder,
                            "data": data})
-    for exit in world.exits.values():
-        writes.append({"slot": exit.slot, "kind": "exit", "subject": exit.origin, "value": exit.to,
-                       "data": {"label": exit.label, "state": exit.state, "opener": exit.opener,
-                                "travel_seconds": exit.travel_seconds, "hidden": exit.hidden}})
+    writes += [_side_write(exit) for exit in world.exits.values()]
     return writes
 
 
@@ -1209,7 +1302,7 @@ def _lock(check, world, actor, op):
         if exit.state != "open":
             raise Rejected(f"{what} is {exit.state}" + (" already" if exit.state == "locked" else ""))
         _key(check, world, actor, op, exit.opener, what)
-        world.exits[exit.slot] = replace(exit, state="locked")
+        world.set_exit(exit, state="locked")
         return
     item = _container(check, world, actor, op)
     if item.container == "locked":
@@ -1228,7 +1321,7 @@ def _unlock(check, world, actor, op):
         if exit.state != "locked":
             raise Rejected(f"{what} is not locked (it is {exit.state})")
         _key(check, world, actor, op, exit.opener, what)
-        world.exits[exit.slot] = replace(exit, state="open")
+        world.set_exit(exit, state="open")
         return
     item = _container(check, world, actor, op)
     if item.container != "locked":
@@ -1243,7 +1336,7 @@ def _reveal(check, world, actor, op):
         exit = _exit_for(check, world, actor, op)
         if not exit.hidden:
             raise Rejected(f"the exit {describe_exit(state, exit)} is not hidden")
-        world.exits[exit.slot] = replace(exit, hidden=False)
+        world.set_exit(exit, hidden=False)
         return
     place = _where(check, actor)
     keys = _candidates(check, world, op.get("item", ""))
@@ -1414,15 +1507,19 @@ def _world_section(check, event):
 
 
 @register(WORLD_RANK, "observe", sources=(), fields={
-    "who": Field("names", "the characters who arrived somewhere and look around"),
+    "who": Field("names", "the characters who arrived somewhere and look around, seen by those there"),
+    "unnoticed": Field("names", "the characters who arrived unseen: they look around, nobody there notices them"),
     "witnesses": Field("names", "the characters where something changed, who see what changed"),
     "items": Field("names", "the items that changed"),
-    "exits": Field("names", "the exits (their slots) that changed")},
+    "exits": Field("names", "the exits (their slots) that changed"),
+    "left": Field("json", "the items carried off from a place, seen going by those there: {item: place}")},
     help="written by the application after a batch: what the named characters now see where they are")
 def _observe(check, event):
     state, data = check.state, event["data"]
     looks = [look(state, who) for who in data.get("who", [])]
-    looks += [witness(state, who, data.get("items", []), data.get("exits", [])) for who in data.get("witnesses", [])]
+    looks += [look(state, who, noticed=False) for who in data.get("unnoticed", [])]
+    looks += [witness(state, who, data.get("items", []), data.get("exits", []), data.get("left") or {})
+              for who in data.get("witnesses", [])]
     # Whether anyone knows it already is asked in one go (a partial state), not each character's whole knowledge.
     made = state.existing([slot for seen in looks for slot, _ in seen])
     writes = []
@@ -1439,11 +1536,17 @@ def _learning(who, kind, target):
     return slot, {"slot": slot, "kind": "knows", "subject": who, "value": target, "data": {"how": "observed"}}
 
 
-def witness(state, who, items, exits):
-    """Return [(slot, write)]: what ``who`` learns by seeing ``items`` and ``exits`` change where it is."""
+def witness(state, who, items, exits, left=None):
+    """Return [(slot, write)]: what ``who`` learns by seeing ``items`` and ``exits`` change where it is.
+
+    ``left`` ({item: place}): items carried off from a place, which those
+    there see go (a person's correction may move a thing from one place to
+    another outright).
+    """
     place = state.location_of(who)
     if not place:
         return []
+    left = left or {}
     # What an opened container holds comes into view with it.
     shown, queue = [], deque(items)
     while queue:
@@ -1454,7 +1557,7 @@ def witness(state, who, items, exits):
         if item_of(state, key).container == "open":
             queue.extend(holders(state).get(key, ()))
     found = [_learning(who, "item", key) for key in shown
-             if place_of(state, key) == place and not obstacle(state, key, who)]
+             if place in (place_of(state, key), left.get(key)) and not obstacle(state, key, who)]
     for slot in exits:
         record = state.get(slot)
         if record is not None and record.subject == place and not record.data.get("hidden"):
@@ -1463,27 +1566,60 @@ def witness(state, who, items, exits):
     return found
 
 
-def look(state, who):
+def look(state, who, *, noticed=True):
     """Return [(slot, write)]: what ``who`` would record by looking around, whether or not it is known already.
 
     Knowledge of the place, its visible exits and their destinations, the
-    visible items, and an acquaintance both ways with everyone there.
-    Knowledge is never withdrawn by looking (only an erroneous record is),
-    and an existing edge or relationship is left as it is.
+    visible items, and an acquaintance with everyone there; and, unless it
+    arrived unnoticed, theirs with it and of what it visibly carries. A
+    journey looks around each place on its way as it passes (the location's
+    ``via``). Knowledge is never withdrawn by looking (only an erroneous
+    record is), and an existing edge or relationship is left as it is.
     """
     place = state.location_of(who)
     if not place:
         return []
+    found = []
+    for passed in (*_journey(state, who)[:-1], place):
+        found += _look_at(state, who, passed, noticed)
+    return found
+
+
+def _journey(state, who):
+    """Return the places ``who``'s last move passed through, ending where it is (none for a move along no route)."""
+    record = state.get(f"location:{who}")
+    return tuple(record.data.get("via", ())) if record is not None else ()
+
+
+def _look_at(state, who, place, noticed):
     seen = [("place", place)]
     for exit in exits_from(state, place):
         if not exit.hidden:
             seen += [("exit", f"{place}:{exit.key}"), ("place", exit.to)]
     seen += [("item", item.key) for item in visible_items(state, who, place)]
     found = [_learning(who, kind, target) for kind, target in seen]
-    for other in state.at(place):
-        if other != who and kind_of(state, other) == "character":
-            for one, another in ((who, other), (other, who)):
-                found.append((f"relationship:{one}:{another}", _relation(one, another, ACQUAINTANCE)))
+    others = [other for other in state.at(place) if other != who and kind_of(state, other) == "character"]
+    carried = _visibly_carried(state, who) if noticed and others else []
+    for other in others:
+        found.append((f"relationship:{who}:{other}", _relation(who, other, ACQUAINTANCE)))
+        if noticed:
+            found.append((f"relationship:{other}:{who}", _relation(other, who, ACQUAINTANCE)))
+            found += [_learning(other, "item", key) for key in carried]
+    return found
+
+
+def _visibly_carried(state, who):
+    """Return the keys of what others see ``who`` carry and wear: not hidden, not inside anything closed."""
+    held, found = holders(state), []
+    queue = deque(held.get(who, ()))
+    while queue:
+        key = queue.popleft()
+        item = item_of(state, key)
+        if item is None or item.gone or item.hidden or key in found:
+            continue
+        found.append(key)
+        if item.container not in ("closed", "locked"):
+            queue.extend(held.get(key, ()))
     return found
 
 
@@ -1496,29 +1632,46 @@ def look_around(state, who):
 
 def observation(state, outcomes):
     """Return the data of the ``observe`` event a batch calls for, or None: who moved (and looks around), and who
-    was where items or exits changed (and sees what changed)."""
-    movers, items, exits, touched = set(), set(), set(), set()
+    was where items or exits changed (and sees what changed). What a correction says was unseen is left out, but
+    for the one who moved (it still looks around, unnoticed)."""
+    movers, unnoticed, items, exits, touched, left = set(), set(), set(), set(), set(), {}
     for outcome in outcomes:
         if outcome.status != "applied":
             continue
-        for write in outcome.writes:
+        unseen = bool(outcome.payload.get("data", {}).get("unseen"))
+        for number, write in enumerate(outcome.writes):
             kind = write["kind"]
             if kind == "location" and write.get("value"):
-                movers.add(write["subject"])
+                (unnoticed if unseen else movers).add(write["subject"])
+            elif unseen:
+                continue
             elif kind in ("holder", "item"):
                 items.add(write["subject"])
-                touched.add(place_of(state, write["subject"]))
+                here = place_of(state, write["subject"])
+                touched.add(here)
+                was = outcome.previous[number]["value"] if kind == "holder" and outcome.previous else None
+                there = place_of(state, was) if was else ""
+                if there and there != here:
+                    left[write["subject"]] = there
+                    touched.add(there)
             elif kind == "exit":
                 exits.add(write["slot"])
                 touched.add(write["subject"])
     touched.discard("")
-    state.load_occupants(touched | {state.location_of(key) for key in movers} - {""})
+    journeys = {place for key in movers | unnoticed for place in _journey(state, key)}
+    state.load_occupants(touched | journeys | {state.location_of(key) for key in movers | unnoticed} - {""})
     movers = sorted(key for key in movers if kind_of(state, key) == "character")
+    unnoticed = sorted(key for key in unnoticed - set(movers) if kind_of(state, key) == "character")
     witnesses = sorted({key for place in touched for key in state.at(place)
-                        if kind_of(state, key) == "character"} - set(movers))
-    if not movers and not witnesses:
+                        if kind_of(state, key) == "character"} - set(movers) - set(unnoticed))
+    if not movers and not unnoticed and not witnesses:
         return None
-    return {"who": movers, "witnesses": witnesses, "items": sorted(items), "exits": sorted(exits)}
+    seen = {"who": movers, "witnesses": witnesses, "items": sorted(items), "exits": sorted(exits)}
+    if unnoticed:
+        seen["unnoticed"] = unnoticed
+    if left:
+        seen["left"] = dict(sorted(left.items()))
+    return seen
 
 
 @hook("observers")
@@ -1550,7 +1703,7 @@ def snapshot(state):
                                  for f in features_at(state, key)],
                     "characters": sorted(state.at(key))} for key in places(state)],
         "exits": [{"from": e.origin, "to": e.to, "key": e.key, "label": e.label, "state": e.state,
-                   "opener": e.opener, "travel_seconds": e.travel_seconds, "hidden": e.hidden}
+                   "opener": e.opener, "travel_seconds": e.travel_seconds, "hidden": e.hidden, "door": e.door}
                   for e in sorted((exit_of(r) for r in state.of_kind("exit")), key=lambda e: e.slot)],
         "items": [{"key": item.key, "name": item.name, "quantity": item.quantity, "unique": item.unique,
                    "condition": item.condition, "notable": item.notable, "hidden": item.hidden,

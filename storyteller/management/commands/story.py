@@ -120,9 +120,16 @@ def _describe(state):
     for place in state["places"]:
         people = ", ".join(names.get(k, k) for k in place["characters"]) or "nobody"
         lines.append(f"  {place['name']}: {people}")
+    doors = set()
     for exit in state["exits"]:
-        if exit["state"] != "open":
-            lines.append(f"  {names.get(exit['from'])} → {names.get(exit['to'])}: {exit['state']}")
+        if exit["state"] == "open" or (exit["to"], exit["from"], exit["door"]) in doors:
+            continue
+        back = exit["door"] and any((e["from"], e["to"], e["door"]) == (exit["to"], exit["from"], exit["door"])
+                                    for e in state["exits"])
+        if back:  # a door's two sides are one line
+            doors.add((exit["from"], exit["to"], exit["door"]))
+        way = "⇄" if back else "→"
+        lines.append(f"  {names.get(exit['from'])} {way} {names.get(exit['to'])}: {exit['state']}")
     for item in state["items"]:
         if item["quantity"] > 0:
             chain = " in ".join(names.get(k, k) for k in item["chain"])

@@ -10,6 +10,8 @@ from knowledge import importer, worldinfo
 from storyteller import context
 from storyteller.context import lorebook
 
+from tests.conftest import as_author
+
 from . import make
 
 
@@ -61,6 +63,7 @@ def test_the_inspector_says_why_each_entry_fired_or_not(campaign, client_of):
     reply = story.commit_turn(campaign.pk, (campaign.head_branch_id, 0),
                               story.PlayerAction("do", "The wyrm flies over the gate."),
                               story.Reply("It circles.", 3, ctx.report, "m", "ollama"))
+    as_author(campaign)  # the inspector is the author's view
     page = client_of.get(reverse("inspector", args=[campaign.pk, reply.pk])).content.decode()
     assert "its key “wyrm” in turn 1 (you)" in page
     assert "its key “gate” was found, but its secondary keys (“north”) must be “and any” and are not" in page

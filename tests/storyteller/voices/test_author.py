@@ -21,6 +21,7 @@ from campaigns.state.world.authoring import Request
 from storyteller.voices import author
 from tests.campaigns.test_lineage import act
 from tests.campaigns.test_world import document
+from tests.conftest import as_author
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -268,6 +269,7 @@ async def test_consolidation_is_due_when_enough_new_things_wait(keep, narrator_s
 
 
 async def test_the_world_panel_shows_what_waits_for_the_author(keep, narrator_server, client, owner):
+    await sync_to_async(as_author)(keep)
     from django.urls import reverse
 
     await _boathouse_and_ilsa(keep, narrator_server)
@@ -322,6 +324,7 @@ async def test_with_nothing_the_author_made_the_step_records_that_nothing_waits(
 
 async def test_a_failed_consolidation_step_keeps_the_queue_and_says_why_on_the_play_page(keep, narrator_server, client,
                                                                                          owner):
+    await sync_to_async(as_author)(keep)
     from django.urls import reverse
 
     from campaigns.models import ConsolidationRun

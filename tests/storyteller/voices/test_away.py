@@ -15,6 +15,7 @@ from storyteller import turns
 from storyteller.context import Action
 from storyteller.steps import away
 from tests.storyteller.streaming import while_streaming
+from tests.conftest import as_author
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -49,6 +50,7 @@ async def play(campaign, text):
 
 def test_the_away_note_is_kept_on_the_replys_snapshot_and_shown_escaped_as_the_meanwhile_card(
         client_of, campaign, narrator_server):
+    as_author(campaign)
     async_to_sync(play)(campaign, "knock")
     node = head_reply(campaign)
     account_at(node, campaign)
@@ -61,6 +63,7 @@ def test_the_away_note_is_kept_on_the_replys_snapshot_and_shown_escaped_as_the_m
 
 def test_the_card_is_gone_once_the_next_turn_commits_and_back_on_an_undo_to_its_reply(
         client_of, campaign, narrator_server):
+    as_author(campaign)
     async_to_sync(play)(campaign, "knock")
     account_at(head_reply(campaign), campaign)
     async_to_sync(play)(campaign, "wait")
@@ -98,6 +101,7 @@ def test_the_card_is_404_for_another_user_and_answers_only_get(client, campaign,
 
 async def test_while_the_next_turn_streams_the_last_replys_card_does_not_come_back(
         client_of, campaign, narrator_server):
+    await sync_to_async(as_author)(campaign)
     # The worker's status line reloads the card whenever the post-turn work is done, which may be while the next
     # turn streams: the head is still the last reply then, and its card was cleared when the turn began.
     await play(campaign, "knock")
@@ -120,6 +124,7 @@ def test_the_turn_clears_the_card_when_it_starts_and_reads_it_again_when_it_ends
 
 def test_the_off_stage_page_shows_each_round_what_its_character_was_told_and_the_account(
         client_of, campaign, narrator_server, outsider, client):
+    as_author(campaign)
     async_to_sync(play)(campaign, "knock")
     node = head_reply(campaign)
     Round.objects.create(node=node, number=100, kind="offstage", activated=[{"who": "mara", "why": "her debt"}],

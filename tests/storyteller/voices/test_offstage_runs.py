@@ -18,6 +18,7 @@ from storyteller import turns
 from storyteller.context import Action
 from storyteller.steps import away
 from tests.campaigns.test_story_time import BELL, rules_document
+from tests.conftest import as_author
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -135,6 +136,7 @@ async def test_only_the_participants_perceive_an_off_stage_round(keep, narrator_
 
 async def test_the_meanwhile_card_shows_the_accounts_once_and_they_never_reach_the_next_prompt(
         keep, narrator_server, client, owner):
+    await sync_to_async(as_author)(keep)
     narrator_server.script("You wait by the fire.")
     narrator_server.script_json({"events": []}, answer(MARA), answer("I thought about my snares."))
     result = await play(keep)

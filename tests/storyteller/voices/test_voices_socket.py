@@ -10,6 +10,7 @@ from campaigns.models import Campaign, Node, Round
 from storyteller.steps import postturn
 from tests.storyteller.test_consumers import connect, frames_until_end, outcome_of
 from tests.storyteller.voices.test_played import game, gm, says
+from tests.conftest import as_author
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -30,6 +31,7 @@ async def turn(communicator, text="I ask who has the key", **extra):
 
 async def test_the_socket_shows_each_voice_under_its_name_then_streams_the_narration_escaped(owner, narrator_server):
     campaign = await sync_to_async(game)(owner)
+    await sync_to_async(as_author)(campaign)
     narrator_server.script_gm(gm([("Mara", "<b>she</b> holds the key"), ("Aldric", "he is wary")]))
     narrator_server.script_characters(says("<script>alert(1)</script> It is mine."), says("Hand it over.", "steps in"))
     narrator_server.script("The <i>kitchen</i> falls quiet.")
@@ -99,6 +101,7 @@ async def test_undo_retry_and_branches_each_show_their_own_rounds(owner, narrato
 
 async def test_the_inspector_shows_each_brief_beside_the_game_masters_prompt_of_its_round(owner, narrator_server):
     campaign = await sync_to_async(game)(owner)
+    await sync_to_async(as_author)(campaign)
     narrator_server.script_gm(gm([("Mara", "she answers")], narrate=False), gm([("Aldric", "his turn")]))
     narrator_server.script_characters(says("Yes?"), says("No."))
     communicator, _ = await connect(campaign, owner)
@@ -120,6 +123,7 @@ async def test_the_inspector_shows_each_brief_beside_the_game_masters_prompt_of_
 
 async def test_the_inspector_says_what_the_world_author_did_in_which_round(owner, narrator_server):
     campaign = await sync_to_async(game)(owner)
+    await sync_to_async(as_author)(campaign)
     narrator_server.script_gm(gm(need="arrival", what="a hunter", narrate=True))
     communicator, _ = await connect(campaign, owner)
     await turn(communicator)
@@ -129,3 +133,22 @@ async def test_the_inspector_says_what_the_world_author_did_in_which_round(owner
     author = html.split('id="world-author"')[1].split("</section>")[0]
     assert 'data-author="refused"' in author and "Round 1: refused" in author and "reuse Aldric" in author
 
+
+
+async def test_the_players_view_leaves_out_rounds_in_which_nobody_else_acted_and_the_authors_shows_each(
+        owner, narrator_server):
+    campaign = await sync_to_async(game)(owner, max_rounds=2)
+    narrator_server.script_gm(gm(narrate=False), gm([("Mara", "she answers")]))
+    narrator_server.script_characters(says("Yes?"))
+    narrator_server.script("The kitchen falls quiet.")
+    communicator, _ = await connect(campaign, owner)
+    frames = await turn(communicator)
+    await communicator.disconnect()
+    for html in (frames[-1], reply_on_page(await page(owner, "play", campaign.pk))):
+        assert 'data-round="1"' not in html and 'data-round="2"' in html and "Yes?" in html
+        assert "nobody else acted" not in html and "Round " not in html and "activated" not in html
+
+    await sync_to_async(as_author)(campaign)
+    last = reply_on_page(await page(owner, "play", campaign.pk))
+    assert 'data-round="1"' in last and "nobody else acted" in last
+    assert 'data-round-head="2">Round 2' in last and 'data-activated="mara"' in last

@@ -18,6 +18,7 @@ from campaigns.models import Campaign, Node, Round, StateRecord
 from campaigns.state import state_at
 from campaigns.state.time import calendar, rulebook
 from tests.storyteller.voices.test_played import actor, gm, play, says, scene_document
+from tests.conftest import as_author
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -70,6 +71,7 @@ def clock_at_head(campaign):
 async def test_each_round_is_timed_lengthened_to_its_journeys_and_the_turn_moves_the_clock_by_their_sum(
         owner, narrator_server):
     campaign = await timed_game(owner)
+    await sync_to_async(as_author)(campaign)
     narrator_server.script_gm(
         {**gm(narrate=False), "resolve_round": {"actors": [], "elapsed_seconds": 120}},
         {**gm(actors=[actor("Mara", "Hall")]), "resolve_round": {"actors": [actor("Mara", "Hall")],
