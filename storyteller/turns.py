@@ -424,9 +424,9 @@ async def _play(campaign_id, action, relay, retry, notify, think, *, on_voice=No
         duration_ms=int((time.perf_counter() - started) * 1000),
         thinking=written.thinking.strip(),
     )
-    node = await database_sync_to_async(_commit)(prepared, reply, retry, played)
+    # The game master's steps, its characters and its narration step are kept with the turn, in its one commit.
+    node = await database_sync_to_async(_commit)(prepared, reply, retry, played, requested=used)
     _forget_drafts(campaign_id, len(drafts))
-    await requests.arecord(node.pk, used)  # the game master's steps, its characters, its narration step
     # The commit has returned, so the turn is durable: only now may the recorder read it.
     post_turn = postturn.schedule(campaign.pk, node.pk)
     notice = ""
@@ -618,7 +618,7 @@ async def queries_embedded(queries):
     return queries.embedded(vectors)
 
 
-def _commit(prepared, reply, retry, played=None):
+def _commit(prepared, reply, retry, played=None, requested=()):
     """Commit the turn, time it in the story, and count the memories it used, in one transaction (seed 004 §O:
     one commit; the clock, the routines' catch-up and the trigger check are code, with no model call).
 
@@ -637,6 +637,7 @@ def _commit(prepared, reply, retry, played=None):
             storytime.advance(node, started_ms=prepared.started_ms, travel_seconds=prepared.travel_seconds)
             if played is not None:
                 gm.commit(node, played, reply.report["voices"]["narration"]["text"])
+            requests.record_in_turn(node.pk, requested)
             bank.record_use(used)
             # Each earlier event the narrator was given is recalled once more on this line (its half-life grows).
             recall_index.record_use(prepared.campaign.pk, (node.branch_id, node.depth), "", evoked)

@@ -10,6 +10,7 @@ reading. Derived figures: a failure to keep them costs the step nothing.
 import logging
 
 from channels.db import database_sync_to_async
+from django.db import transaction
 
 from campaigns.models import ModelRequest, Node
 
@@ -26,6 +27,18 @@ async def arecord(node_id, used):
         return
     try:
         await database_sync_to_async(record)(node_id, used)
+    except Exception:  # noqa: BLE001
+        logger.exception("keeping the model requests' figures failed for node %s", node_id)
+
+
+def record_in_turn(node_id, used):
+    """See record(), inside the turn's own transaction (one commit a turn, seed 004 §O): a failure rolls back only
+    its savepoint and is logged, never raised."""
+    if not used:
+        return
+    try:
+        with transaction.atomic():
+            record(node_id, used)
     except Exception:  # noqa: BLE001
         logger.exception("keeping the model requests' figures failed for node %s", node_id)
 

@@ -166,6 +166,21 @@ async def test_a_game_masters_narration_is_read_back_with_its_rules_and_notes(ow
     assert read.reply == {"role": "assistant", "content": "The kitchen falls quiet."}, "the narration, as history has it"
 
 
+async def test_a_game_masters_requests_are_kept_in_the_turns_own_commit(owner, narrator_server):
+    from campaigns.models import ModelRequest
+    from tests.storyteller.voices.test_played import game, gm, says
+    from tests.storyteller.voices.test_played import play as play_gm
+
+    campaign = await sync_to_async(game)(owner)
+    narrator_server.script_gm(gm([("Mara", "she holds the key")]))
+    narrator_server.script_characters(says("It is mine, child."))
+    narrator_server.script("The kitchen falls quiet.")
+    result, _ = await play_gm(campaign)
+    # Read before the post-turn steps add theirs: the turn's own requests came with its commit.
+    kinds = [row.kind async for row in ModelRequest.objects.filter(node_id=result.node_id).order_by("number")]
+    assert kinds[:3] == ["game master", "character (Mara)", "narration step"], kinds
+
+
 @pytest.fixture
 async def one_cache(settings):
     """A fake Ollama with one prompt cache: its prompt_eval_count is what such a server reads of each prompt."""
