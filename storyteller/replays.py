@@ -26,7 +26,7 @@ from channels.db import database_sync_to_async
 from django.db import transaction
 
 from campaigns import lineage
-from campaigns.models import Branch, Campaign, Node, RecorderRun, Replay
+from campaigns.models import Branch, Campaign, Node, RecorderRun, Replay, StateEvent
 
 from . import llm, turns
 from .context import Action
@@ -239,7 +239,16 @@ def _next_turn(replay_id):
             prompt = narration.messages
         Campaign.objects.filter(pk=replay.campaign_id).update(head_branch=replay.branch, head_depth=tip)
     return _Turn((depth - replay.from_depth) // 2 + 1, Action(mode=original.mode, text=original.text,
-                                                                  direction=original.direction), prompt)
+                                                                  direction=original.direction,
+                                                                  events=_clicked(original)), prompt)
+
+
+def _clicked(player):
+    """Return what a click on the page did at the original ``player`` node (a move, an item taken), as the typed
+    events the turn applied, so the replay's turn does it too (the observations after them are the world's)."""
+    applied = StateEvent.objects.filter(node=player, source=StateEvent.Source.PLAYER,
+                                        status=StateEvent.Status.APPLIED).order_by("id")
+    return tuple(event.payload for event in applied if event.payload.get("type") != "observe")
 
 
 async def _play_unless_stopped(replay, turn, narrator, sampling):

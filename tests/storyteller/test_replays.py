@@ -343,3 +343,26 @@ async def test_the_app_picks_up_a_replay_whose_process_ended_and_leaves_one_a_li
     done = await replays._tasks[replay.pk]
     assert (done.status, done.runner) == ("done", None)
     assert await Node.objects.filter(branch=replay.branch_id).acount() == 20
+
+
+async def test_a_click_played_on_the_line_is_done_again_on_the_replays_line(owner, server_a, server_b):
+    """A turn played from Here or the map (issue 24) is its words and its typed events: the replay does both."""
+    from storyteller.context import Action
+
+    campaign, _ = await sync_to_async(worldfile.create_campaign)(owner, document())
+    server_a.script("Edrin walks into the corridor.", "The corridor is cold.")
+    click = await sync_to_async(turns.click_action)(campaign.pk, "go", exit="exit:hall:corridor")
+    for action in (click, Action(mode="do", text="listen at the iron door")):
+        result = await turns.play_turn(campaign.pk, action, lambda _text: asyncio.sleep(0))
+        await result.post_turn
+    await postturn.settle()
+    server_b.script("Edrin steps through to the corridor.", "Only the wind.")
+    replay = await sync_to_async(replays.start)(campaign, from_depth=1, to_depth=4, model="other-model",
+                                                url=server_b.url, api="openai")
+    replay = await replays.run(replay.pk)
+    assert (replay.status, replay.error) == ("done", "")
+    moved = [(e.payload["type"], e.payload["object"], e.status) async for e in StateEvent.objects.filter(
+        node__branch=replay.branch_id, node__depth=1, source=StateEvent.Source.PLAYER).order_by("id")]
+    assert ("move", "corridor", "applied") in moved, moved
+    player = await Node.objects.aget(branch=replay.branch_id, depth=1)
+    assert player.text == click.text
