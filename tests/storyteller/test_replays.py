@@ -9,6 +9,7 @@ OpenAI-compatible one, which reports its prompt cache) plays the line again.
 
 import asyncio
 import json
+import os
 import re
 import subprocess
 import sys
@@ -272,10 +273,13 @@ async def test_the_branches_page_starts_shows_and_stops_a_replay(keep, server_b,
     assert re.search(r'class="replay-progress">\d+ of 10</span> · Playing', fragment)
     stopped = await async_client.post(reverse("replay_stop", args=[keep.pk, replay.pk]), headers={"HX-Request": "true"})
     assert "Stopped" in stopped.content.decode()
-    if "Stopping…" in stopped.content.decode():  # the turn being written is let go first
-        with pytest.raises(replays.ReplayRefused, match="still stopping"):
-            await sync_to_async(replays.resume)(await Replay.objects.aget(pk=replay.pk))
     await replays._tasks[replay.pk]
+    # While a live process still lets the stopped turn go, Resume waits for it (set here as the run leaves it
+    # mid-stop: whether the page's answer still found it there is a race with the run's ending).
+    await Replay.objects.filter(pk=replay.pk).aupdate(runner=os.getpid())
+    with pytest.raises(replays.ReplayRefused, match="still stopping"):
+        await sync_to_async(replays.resume)(await Replay.objects.aget(pk=replay.pk))
+    await Replay.objects.filter(pk=replay.pk).aupdate(runner=None)
     listed = (await async_client.get(reverse("replay_list", args=[keep.pk]))).content.decode()
     assert "Stopping…" not in listed and 'data-action="resume-replay"' in listed
     polled = await async_client.get(reverse("replay_list", args=[keep.pk]) + "?while=playing",
