@@ -111,7 +111,7 @@ def triggers_context(campaign, path, now):
     for trigger, status in rulebook.triggers_of(now):
         announce = trigger.announce
         rows.append({"trigger": trigger, "status": status,
-                     "last_fired": calendar.describe_instant(status.last_fired, tz) if status.last_fired else "",
+                     "last_fired": calendar.describe_instant(status.last_fired, tz) if status.last_fired is not None else "",
                      "announce": announce, "audience": _audience(announce["audience"], now) if announce else "",
                      "judged": trigger.judged,
                      "notes": [n for n in notes if n.trigger == trigger.id]})
