@@ -164,8 +164,9 @@ def _create_campaign(request, info, busy=False):
         try:
             prepared = worldfile.prepare(request.user, form.cleaned_data["world"], **fields)
         except worldfile.WorldRefused as refusal:
-            form.add_error("world", str(refusal))
+            form.refuse_world(refusal)
         else:
+            form.forget_world()
             token = importing.start(request.user, f"the world of “{prepared.values['title']}”", prepared.rows,
                                     lambda add: prepared.write(progress=add))
             return redirect("import_progress", token)
@@ -176,7 +177,8 @@ def _create_campaign(request, info, busy=False):
         with transaction.atomic():
             campaign.save()
             story.start_campaign(campaign)
-        return redirect("campaign_edit", campaign.pk)
+        return redirect("play", campaign.pk)
+    form.keep_world()  # the page is drawn again, and a browser empties its file input: the file stays chosen here
     return render(request, "campaigns/campaign_form.html", {"form": form, "creating": True})
 
 
