@@ -68,8 +68,12 @@ class CampaignForm(forms.ModelForm):
                               "errors": any(field.errors for field in fields)})
         return shown
 
-    # Characters' recall: a form that leaves one out keeps the campaign's value (the seed's default when new).
-    RECALL_NUMBERS = ("memory_recall", "memory_over_retrieve", "memory_diversity", "memory_associate")
+    def _left_out_keeps(self):
+        """Return the fields outside the story section a post may leave out, keeping the campaign's value (the
+        default when new): a script, an older page or a person who never opened the section."""
+        names = [name for _, _, _, fields in self.SECTIONS[1:] for name in fields if name in self.fields]
+        return [name for name in names if not isinstance(self.fields[name], forms.BooleanField)
+                and not Campaign._meta.get_field(name).blank]
 
     def __init__(self, *args, window=None, model="", owner=None, **kwargs):
         """`window`: what the narrator `model` can read at once, if its server says; a new budget starts there.
@@ -79,7 +83,7 @@ class CampaignForm(forms.ModelForm):
         self.owner = owner
         self.fields["persona"].queryset = Persona.objects.filter(owner=owner) if owner else Persona.objects.none()
         self.fields["persona"].empty_label = "(nobody in particular: the protagonist above)"
-        for name in self.RECALL_NUMBERS:
+        for name in self._left_out_keeps():
             self.fields[name].required = False
         field = self.fields["context_token_budget"]
         if window and not self.instance.pk:
@@ -93,7 +97,6 @@ class CampaignForm(forms.ModelForm):
         # and one out of range or not a number is refused in the model's words (what it is for, what it may be).
         for name in VOICES_NUMBERS:
             field = self.fields[name]
-            field.required = False
             message = Campaign._meta.get_field(name).validators[0].message
             field.error_messages.update(min_value=message, max_value=message, invalid=message)
 
@@ -105,15 +108,15 @@ class CampaignForm(forms.ModelForm):
 
     def clean_context_token_budget(self):
         value = self.cleaned_data["context_token_budget"]
-        if value < 512:
+        if value is not None and value < 512:
             raise forms.ValidationError("A context budget under 512 tokens cannot hold the narrator rules and a reply.")
         return value
 
     def clean(self):
         cleaned = super().clean()
-        for name in (*VOICES_NUMBERS, *self.RECALL_NUMBERS):
-            if cleaned.get(name) is None and name not in self.errors:
-                cleaned[name] = getattr(self.instance, name)
+        for name in self._left_out_keeps():
+            if cleaned.get(name) in (None, "") and name not in self.errors:
+                cleaned[name] = self.initial.get(name, getattr(self.instance, name))
         budget, output = cleaned.get("context_token_budget"), cleaned.get("max_output_tokens")
         if budget and output and output + 64 >= budget // 2:
             self.add_error(
