@@ -222,6 +222,9 @@ class Campaign(models.Model):
     head_branch = models.ForeignKey("Branch", null=True, blank=True, on_delete=models.RESTRICT, related_name="+")
     head_depth = models.PositiveIntegerField(default=0)
 
+    # Tidied away from the list (``storyteller.tidying.archive``): kept whole, and back with one click.
+    archived_at = models.DateTimeField(null=True, blank=True, editable=False)
+
     # An import writes a large campaign in short transactions (``campaigns.staging``); until the last one it is
     # staged, and no page, socket, list or command sees it.
     staged = models.BooleanField(default=False, editable=False)

@@ -3,7 +3,7 @@ from django.urls import include, path
 
 from campaigns import persona_views
 
-from . import minds_views, narrator_views, views
+from . import minds_views, narrator_views, tidying_views, views
 
 urlpatterns = [
     path("", views.campaign_list, name="campaign_list"),
@@ -17,6 +17,9 @@ urlpatterns = [
     path("campaigns/<int:pk>/export/", views.export_campaign, name="export_campaign"),
     path("campaigns/<int:pk>/", views.play, name="play"),
     path("campaigns/<int:pk>/edit/", views.campaign_edit, name="campaign_edit"),
+    path("campaigns/<int:pk>/archive/", tidying_views.archive, name="archive_campaign"),
+    path("campaigns/<int:pk>/unarchive/", tidying_views.unarchive, name="unarchive_campaign"),
+    path("campaigns/<int:pk>/delete/", tidying_views.delete, name="delete_campaign"),
     path("campaigns/<int:pk>/undo/", views.undo, name="undo"),
     path("campaigns/<int:pk>/redo/", views.redo, name="redo"),
     path("campaigns/<int:pk>/save-point/", views.save_point, name="save_point"),

@@ -121,8 +121,10 @@ def _play_body(request, campaign, **extra):
 @login_required
 @require_GET
 def campaign_list(request):
+    campaigns = _campaigns_of(request.user)
     return render(request, "campaigns/campaign_list.html",
-                  {"campaigns": _campaigns_of(request.user), "bundle_limit": bundle.max_bytes()})
+                  {"campaigns": campaigns.filter(archived_at__isnull=True), "bundle_limit": bundle.max_bytes(),
+                   "archived": campaigns.filter(archived_at__isnull=False).order_by("-archived_at")})
 
 
 def _campaigns_of(user):
