@@ -134,7 +134,7 @@ def group_versions(branches, replies, wanted):
     """
     groups = {}
     for pk, branch_id, depth in replies:
-        groups.setdefault((depth, _owner(branches, branch_id, depth - 1)), []).append(pk)
+        groups.setdefault((depth, owner(branches, branch_id, depth - 1)), []).append(pk)
     found = {}
     for members in groups.values():
         if len(members) < 2:
@@ -150,7 +150,7 @@ def group_versions(branches, replies, wanted):
     return found
 
 
-def _owner(branches, branch_id, depth):
+def owner(branches, branch_id, depth):
     """Return the branch whose own node sits at ``depth`` on the line through ``branch_id``."""
     while branch_id in branches:
         parent, fork = branches[branch_id]

@@ -250,20 +250,39 @@ class Campaign(models.Model):
         return self.head_depth // 2
 
 
+BRANCH_NAME_CHARS = 120
+
+
 class Branch(models.Model):
-    """A line of the story that leaves its parent's lineage after ``fork_depth``."""
+    """A line of the story that leaves its parent's lineage after ``fork_depth``.
+
+    ``number`` counts the campaign's branches from 1 in the order they were
+    made (what a person calls them: "line 3"); ``name`` is the person's own,
+    empty for the default (the action where the line split, ``branching``).
+    """
 
     campaign = models.ForeignKey(Campaign, on_delete=models.CASCADE, related_name="branches")
     parent = models.ForeignKey("self", null=True, blank=True, on_delete=models.RESTRICT, related_name="children")
     fork_depth = models.IntegerField(default=-1, help_text="Depths up to this come from the parent's lineage.")
+    number = models.PositiveIntegerField(default=0, editable=False)
+    name = models.CharField(max_length=BRANCH_NAME_CHARS, blank=True,
+                            help_text="What you call this line; empty: the action where it split.")
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:
         ordering = ["campaign", "id"]
         verbose_name_plural = "branches"
+        constraints = [models.UniqueConstraint(fields=["campaign", "number"], name="one_branch_per_number")]
 
     def __str__(self):
-        return f"branch {self.pk} of {self.campaign_id}"
+        return f"line {self.number} of campaign {self.campaign_id}"
+
+    def save(self, *args, **kwargs):
+        # The next number of the campaign: branches are made inside a write transaction, one writer at a time.
+        if not self.number:
+            last = Branch.objects.filter(campaign_id=self.campaign_id).aggregate(last=models.Max("number"))["last"]
+            self.number = (last or 0) + 1
+        super().save(*args, **kwargs)
 
 
 class AuthorNote(models.Model):

@@ -3,7 +3,7 @@ from django.urls import include, path
 
 from campaigns import persona_views
 
-from . import minds_views, narrator_views, tidying_views, views
+from . import branch_views, minds_views, narrator_views, tidying_views, views
 
 urlpatterns = [
     path("", views.campaign_list, name="campaign_list"),
@@ -23,7 +23,8 @@ urlpatterns = [
     path("campaigns/<int:pk>/undo/", views.undo, name="undo"),
     path("campaigns/<int:pk>/redo/", views.redo, name="redo"),
     path("campaigns/<int:pk>/save-point/", views.save_point, name="save_point"),
-    path("campaigns/<int:pk>/branches/", views.branches, name="branches"),
+    path("campaigns/<int:pk>/branches/", branch_views.branches, name="branches"),
+    path("campaigns/<int:pk>/branches/<int:branch_pk>/name/", branch_views.name_branch, name="name_branch"),
     path("campaigns/<int:pk>/branches/<int:branch_pk>/switch/", views.switch_branch, name="switch_branch"),
     path(
         "campaigns/<int:pk>/save-points/<int:save_point_pk>/restore/",

@@ -292,27 +292,6 @@ def edit_form(request, pk, node_pk):
 
 
 @login_required
-@require_GET
-def branches(request, pk):
-    campaign = campaign_views.campaign_for_user(request, pk)
-    path = lineage.path_of(campaign)
-    rows = []
-    for branch in Branch.objects.filter(campaign=campaign).select_related("parent"):
-        tip = lineage.tip_depth(branch)
-        last = Node.objects.filter(branch=branch).order_by("-depth").first()
-        rows.append({
-            "branch": branch,
-            "tip": tip,
-            "turns": tip // 2,
-            "last": last,
-            "active": branch.pk == campaign.head_branch_id,
-            "on_path": path.contains(branch.pk, tip),
-        })
-    save_points = SavePoint.objects.filter(campaign=campaign)
-    return render(request, "campaigns/branches.html", {"campaign": campaign, "rows": rows, "save_points": save_points})
-
-
-@login_required
 @require_POST
 def switch_branch(request, pk, branch_pk):
     campaign = campaign_views.campaign_for_user(request, pk)
