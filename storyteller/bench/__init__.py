@@ -11,7 +11,7 @@ This package may import every app; nothing imports it but the command and
 the prefix-reuse test.
 """
 
-from . import (builtin, checkpoint, imports, knowledge, limits, memory, minds, overhead, page, recording, rules, state,
+from . import (branches, builtin, checkpoint, imports, knowledge, limits, memory, minds, overhead, page, recording, rules, state,
                turn, turn_first, voices, world)
 
 BENCHMARKS = {
@@ -31,6 +31,7 @@ BENCHMARKS = {
     "voices": voices.run,
     "builtin": builtin.run,
     "limits": limits.run,
+    "branches": branches.run,
 }
 # Run only when named: minutes of the built-in model, not milliseconds of the app.
 SLOW = {"recording", "builtin"}
