@@ -13,6 +13,8 @@ import zoneinfo
 from django.contrib.auth.decorators import login_required
 from django.http import Http404
 from django.shortcuts import render
+from django.urls import reverse
+from django_htmx.http import reswap, retarget
 from django.views.decorators.http import require_GET, require_POST
 
 from . import lineage, ruleforms, storytime, uploads
@@ -142,7 +144,8 @@ def render_panel(request, campaign, panel, *, message="", error="", reload_panel
     kind = next(kind for kind, name in ruleforms.PANEL_OF.items() if name == panel)
     context = {"campaign": campaign, "panel": panel, "rules_message": message, "rules_error": error,
                "reload_panels": reload_panels, **CONTEXTS[panel](campaign, path, now),
-               "form": rule_form or ruleforms.blank(kind), "rule_open": rule_form is not None}
+               "form": rule_form or ruleforms.blank(kind, _sync_url(campaign, kind)),
+               "rule_open": rule_form is not None}
     return render(request, fragment if request.htmx else page, context)
 
 
@@ -215,13 +218,19 @@ def _done(event):
     return "Corrected. The narrator sees it from the next turn."
 
 
-def _posted_rule(kind, posted):
+def _sync_url(campaign, kind):
+    return reverse("rule_form", args=[campaign.pk, kind])
+
+
+def _posted_rule(campaign, kind, posted):
     """Return (the rule's form as posted, read from its JSON if that changed, "" or what is wrong with the JSON)."""
     try:
-        return ruleforms.FORMS[kind].from_post(posted), ""
-    except ValueError as error:
-        return ruleforms.FORMS[kind](posted), (f"The JSON cannot be read ({error}); the form still shows what it "
-                                               "had. Correct the JSON, or change the form and the JSON follows.")
+        form, error = ruleforms.FORMS[kind].from_post(posted), ""
+    except ValueError as problem:
+        form, error = ruleforms.FORMS[kind](posted), (
+            f"The JSON cannot be read ({problem}); the form still shows what it had. Correct the JSON, or change the "
+            "form and the JSON follows.")
+    return form.wire(_sync_url(campaign, kind)), error
 
 
 @login_required
@@ -231,10 +240,15 @@ def rule_form(request, pk, kind):
     campaign = campaign_for_user(request, pk)
     if kind not in ruleforms.FORMS:
         raise Http404("no such kind of rule")
-    form, error = _posted_rule(kind, request.POST)
+    form, error = _posted_rule(campaign, kind, request.POST)
     sample = ruleforms.sample_roll(form.entry()) if kind == "dice" and not error else None
-    return render(request, "campaigns/_rule_form.html", {"campaign": campaign, "form": form, "rule_error": error,
-                                                          "sample": sample, "json_open": bool(error)})
+    whole = bool(error or request.POST.get("redraw"))
+    response = render(request, "campaigns/_rule_form.html" if whole else "campaigns/_rule_sync.html",
+                      {"campaign": campaign, "form": form, "rule_error": error, "sample": sample,
+                       "json_open": bool(error), "oob": not whole})
+    if whole and not request.POST.get("redraw"):  # unreadable JSON found on a field's change: the whole form says so
+        response = reswap(retarget(response, f"#rule-form-{kind}"), "outerHTML")
+    return response
 
 
 @login_required
@@ -245,7 +259,7 @@ def rule_save(request, pk, kind):
     if kind not in ruleforms.FORMS:
         raise Http404("no such kind of rule")
     panel = ruleforms.PANEL_OF[kind]
-    form, error = _posted_rule(kind, request.POST)
+    form, error = _posted_rule(campaign, kind, request.POST)
     if error:
         return render_panel(request, campaign, panel, error=error, rule_form=form)
     event = storytime.correct(campaign, request.user, ruleforms.correction(form))

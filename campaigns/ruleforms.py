@@ -91,6 +91,20 @@ class RuleForm(forms.Form):
             extra = {}
         return self.build({name: self.cleaned_data.get(name) for name in self.fields}, extra)
 
+    redraws = ()  # fields whose change redraws the whole form (what else it asks depends on them)
+
+    def wire(self, sync_url):
+        """Point the fields that change what the form asks (and the JSON) at a redraw of the whole form.
+
+        Any other field's change redraws only the JSON beside it, so what the person is typing in the next field is
+        never replaced by the answer to the last one.
+        """
+        for name in (*self.redraws, "json"):
+            self.fields[name].widget.attrs.update({
+                "hx-post": sync_url, "hx-target": f"#rule-form-{self.kind}", "hx-swap": "outerHTML",
+                "hx-vals": '{"redraw": "form"}', "data-redraw": ""})
+        return self
+
     def grouped(self):
         """Return [(heading, [bound fields])] for the page."""
         return [(heading, [self[name] for name in names]) for heading, names in self.sections]
@@ -165,6 +179,7 @@ class TriggerForm(RuleForm):
     effect = forms.ChoiceField(label="Then send", required=False, help_text="an event, checked as the engine's")
     effect_subject = _text(label="subject", help_text="what the event's subject is (for a variable: its holder)")
     effect_object = _text(label="object", help_text="for a variable: its name")
+    effect_value = _text(label="value", max_length=2000, help_text="for a fact: the sentence")
     effect_data = _text(label="with", max_length=2000, widget=forms.Textarea(attrs={"rows": 2}),
                         help_text="the event's fields, one per line as name: value (by: 1, reason: the bell)")
     beat = _text(label="and tell the narrator", help_text="a beat the narrator weaves in (the bell tolls)")
@@ -173,11 +188,12 @@ class TriggerForm(RuleForm):
     announce = _text(label="Announced to everyone as", help_text="what everyone knows is coming (the ferry "
                                                                  "leaves at seven); empty: a secret, nobody knows")
     sections = (("The trigger", ("id",)), ("When", ("when",)),
-                ("Then", ("effect", "effect_subject", "effect_object", "effect_data", "beat")),
+                ("Then", ("effect", "effect_subject", "effect_object", "effect_value", "effect_data", "beat")),
                 ("How often, and who knows", ("max_fires", "announce")))
     CONDITIONS = {"variable": ("variable", "holder", "op", "value"), "time": ("every", "after"),
                   "place": ("who", "place"), "judged": ("judged",), "other": ()}
     SHOWN = {"id", "when", "effects", "beat", "max_fires", "announce"}
+    redraws = ("when", "effect")
 
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
@@ -190,10 +206,12 @@ class TriggerForm(RuleForm):
         groups[1] = ("When", [self["when"]] + [self[name] for name in self.CONDITIONS.get(chosen, ())])
         return groups
 
-    def effect_fields(self):
-        """Return [(name, help)] of the chosen event type's fields, for the form to list under "with"."""
+    def effect_help(self):
+        """Return what the chosen event takes: its subject / object / value in words, and [(field, help)]."""
         chosen = EVENT_TYPES.get(self["effect"].value() or "")
-        return [(name, field.help) for name, field in chosen.fields.items()] if chosen else []
+        if chosen is None:
+            return None
+        return {"envelope": chosen.help, "fields": [(name, field.help) for name, field in chosen.fields.items()]}
 
     @classmethod
     def fields_of(cls, entry):
@@ -220,7 +238,7 @@ class TriggerForm(RuleForm):
                  "after": _shown(when.get("after")), "who": _shown(when.get("who")),
                  "place": _shown(when.get("place")), "judged": _shown(when.get("text")),
                  "effect": first.get("type", ""), "effect_subject": _shown(first.get("subject")),
-                 "effect_object": _shown(first.get("object")),
+                 "effect_object": _shown(first.get("object")), "effect_value": _shown(first.get("value")),
                  "effect_data": "\n".join(f"{key}: {_shown(value)}" for key, value in data.items()),
                  "beat": _shown(entry.get("beat")), "max_fires": entry.get("max_fires", 1),
                  "announce": announce.get("text", "") if announce else ""},
@@ -236,6 +254,8 @@ class TriggerForm(RuleForm):
                 effect["subject"] = f["effect_subject"]
             if f["effect_object"]:
                 effect["object"] = f["effect_object"]
+            if f["effect_value"]:
+                effect["value"] = f["effect_value"]
             data = {}
             for line in (f["effect_data"] or "").splitlines():
                 name, _, value = line.partition(":")
@@ -277,10 +297,9 @@ class TriggerForm(RuleForm):
 def _band_fields():
     fields = {}
     for row in range(BAND_ROWS):
-        fields[f"band{row}_label"] = _text(label="Band")
-        fields[f"band{row}_min"] = _text(label="from")
-        fields[f"band{row}_max"] = _text(label="to")
-        fields[f"band{row}_outcome"] = _text(label="what happens")
+        for part, label in (("label", "Band"), ("min", "from"), ("max", "to"), ("outcome", "what happens")):
+            fields[f"band{row}_{part}"] = _text(label=label, widget=forms.TextInput(
+                attrs={"aria-label": f"band {row + 1}: {label}"}))
     return fields
 
 
@@ -352,11 +371,10 @@ def sample_roll(entry, rng=None):
 def _window_fields():
     fields = {}
     for row in range(WINDOW_ROWS):
-        fields[f"window{row}_start"] = _text(label="From")
-        fields[f"window{row}_end"] = _text(label="to")
-        fields[f"window{row}_days"] = _text(label="on days", help_text="mon-fri, weekends; empty: every day")
-        fields[f"window{row}_place"] = _text(label="at")
-        fields[f"window{row}_activity"] = _text(label="doing")
+        for part, label in (("start", "from"), ("end", "to"), ("days", "on days"), ("place", "at"),
+                            ("activity", "doing")):
+            fields[f"window{row}_{part}"] = _text(label=label, widget=forms.TextInput(
+                attrs={"aria-label": f"line {row + 1}: {label}"}))
     return fields
 
 
@@ -406,11 +424,9 @@ FORMS = {form.kind: form for form in (VariableForm, TriggerForm, DiceForm, Routi
 PANEL_OF = {"variable": "variables", "trigger": "triggers", "dice": "rolls", "routine": "time"}
 
 
-def blank(kind):
+def blank(kind, sync_url):
     """Return the empty form of ``kind``, its JSON view showing the entry its defaults make."""
-    form = FORMS[kind]({})
-    form.is_valid()
-    return FORMS[kind].from_entry(form.entry())
+    return FORMS[kind].from_entry(FORMS[kind]({}).entry()).wire(sync_url)
 
 
 def correction(form):

@@ -28,7 +28,7 @@ def now(campaign):
 
 def posted(kind, **fields):
     """What the browser posts: the form's fields under its prefix, and the JSON it was last shown."""
-    form = ruleforms.blank(kind)
+    form = ruleforms.blank(kind, "/")
     data = {key: value for key, value in form.data.items()}
     data.update({f"{kind}-{name}": value for name, value in fields.items()})
     return data
@@ -54,7 +54,7 @@ def test_the_variable_form_makes_its_entry_and_the_json_refills_the_form(client_
                      "visibility": "public", "description": "what Mara owes Edrin"}
     edited = {**entry, "range": [0, 20], "bands": [{"label": "low", "max": 9}, {"label": "high", "min": 10}]}
     data = posted("variable", **ruleforms.VariableForm.fields_of(entry)[0])
-    data.update({"variable-json": json.dumps(edited), "variable-json_shown": json.dumps(entry)})
+    data.update({"variable-json": json.dumps(edited), "variable-json_shown": json.dumps(entry), "redraw": "form"})
     page = sync(client_of, keep, "variable", data)
     assert 'name="variable-maximum" value="20"' in page
     assert shown_json(page, "variable") == edited, "the bands the form has no field for are kept"
@@ -89,7 +89,7 @@ def test_the_trigger_form_shows_the_fields_of_its_condition_and_of_the_event_it_
     page = sync(client_of, keep, "trigger", posted(
         "trigger", id="debt-collector", when="variable", variable="debt", op=">=", value="5",
         effect="variable_change", effect_subject="world", effect_object="unease", effect_data="by: 1\nreason: debts",
-        beat="A man in a grey coat asks for Edrin at the door.", max_fires="1", secret="on"))
+        beat="A man in a grey coat asks for Edrin at the door.", max_fires="1") | {"redraw": "form"})
     entry = shown_json(page, "trigger")
     assert entry == {"id": "debt-collector", "when": {"type": "variable", "name": "debt", "object": "world",
                                                       "op": ">=", "value": 5},
@@ -97,9 +97,9 @@ def test_the_trigger_form_shows_the_fields_of_its_condition_and_of_the_event_it_
                                   "data": {"by": 1, "reason": "debts"}}],
                      "beat": "A man in a grey coat asks for Edrin at the door.", "max_fires": 1}
     assert 'data-field="variable"' in page and 'data-field="every"' not in page
-    assert "data-effect-fields" in page and "<strong>by</strong>" in page
+    assert "data-effect-fields" in page and "<strong>by</strong>" in page and "a story variable changes" in page
     page = sync(client_of, keep, "trigger", posted("trigger", id="bell", when="time", every="00:00",
-                                                   beat="The bell.", announce="The bell at midnight"))
+                                                   beat="The bell.", announce="The bell at midnight") | {"redraw": "form"})
     assert 'data-field="every"' in page and 'data-field="variable"' not in page
     assert shown_json(page, "trigger")["announce"] == {"audience": "everyone", "text": "The bell at midnight"}
 
