@@ -8,6 +8,7 @@ urlpatterns = [
     path("events/<int:node_pk>/", views.state_events, name="state_events"),
     path("world/", views.world_panel, name="world_panel"),
     path("world/correct/", views.world_correct, name="world_correct"),
+    path("world/add/<str:kind>/", views.world_add, name="world_add"),
     path("world/map/", views.world_map, name="world_map"),
     path("world/items/", views.items_panel, name="items_panel"),
     path("time/", rule_views.time_panel, name="time_panel"),

@@ -8,10 +8,11 @@ inside a page otherwise, and re-rendered after every change.
 """
 
 from django.contrib.auth.decorators import login_required
+from django.http import Http404
 from django.shortcuts import get_object_or_404, render
 from django.views.decorators.http import require_GET, require_POST
 
-from . import lineage, state, worldmap
+from . import lineage, state, worldforms, worldmap
 from .forms import CorrectionForm
 from .models import Campaign, Node, RecorderRun, StateEvent
 from .state.registry import OP_NAMES
@@ -127,8 +128,11 @@ def _head_state(campaign):
     return path, state.state_at(path, campaign)
 
 
-def world_panel_context(campaign, *, message="", error="", reload_panels=False):
-    """Return what ``campaigns/_world_panel.html`` renders: where the story is, and everything there."""
+def world_panel_context(campaign, *, message="", error="", reload_panels=False, adding=None):
+    """Return what ``campaigns/_world_panel.html`` renders: where the story is, and everything there.
+
+    ``adding`` is a character's or place's form as the person left it (refused): shown open, filled.
+    """
     path, now = _head_state(campaign)
     place = now.place()
     view = world.place_view(now, place, state.PROTAGONIST, everything=True, cap=False) if place else None
@@ -153,6 +157,9 @@ def world_panel_context(campaign, *, message="", error="", reload_panels=False):
         "ops": OP_NAMES,
         "how": world.HOW,
         "world_message": message,
+        "adding": {kind: adding if adding is not None and adding.kind == kind else form(prefix=kind)
+                   for kind, form in worldforms.FORMS.items()},
+        "adding_open": adding.kind if adding is not None else "",
         "world_error": error,
         "reload_panels": reload_panels,
         # Story time and world rules follow a correction of the world too (who is where, what they hold).
@@ -192,6 +199,26 @@ def world_correct(request, pk):
         return render_world_panel(request, campaign, error=f"Nothing was changed: {event.reason}.")
     return render_world_panel(request, campaign, message="Corrected. The narrator sees it from the next turn.",
                               reload_panels=True)
+
+
+@login_required
+@require_POST
+def world_add(request, pk, kind):
+    """Add a character or a place from its form: every part of it checked as one batch, all or nothing."""
+    campaign = campaign_for_user(request, pk)
+    if kind not in worldforms.FORMS:
+        raise Http404("no such kind of thing")
+    form = worldforms.FORMS[kind](request.POST, prefix=kind)
+    if not form.is_valid():
+        problems = "; ".join(f"{form[field].label if field in form.fields else field}: {' '.join(errors)}"
+                             for field, errors in form.errors.items())
+        return render_world_panel(request, campaign, error=f"Nothing was added ({problems}).", adding=form)
+    refused = state.correct_together(campaign, request.user, form.events())
+    if refused:
+        reasons = "; ".join(reason for _, reason in refused)
+        return render_world_panel(request, campaign, error=f"Nothing was added: {reasons}. Change that and add it "
+                                                           "again; the form keeps what you typed.", adding=form)
+    return render_world_panel(request, campaign, message=form.done(), reload_panels=True)
 
 
 @login_required
