@@ -89,7 +89,8 @@ def _quoted(text):
 
 
 # The drawing: one lane per line, one step per turn, in the SVG's own units (it scales to the page's width).
-STEP, LANE, LEFT, TOP = 12, 24, 28, 14
+STEP, LANE, LEFT, TOP = 24, 26, 28, 14
+LABEL_CHARS, CHAR_WIDTH = 40, 7  # a lane's name after its last turn, cut to fit
 
 
 @dataclass(frozen=True)
@@ -105,6 +106,7 @@ class Lane:
     path_to: int | None
     active: bool
     head_x: int | None  # where the story stands, on the head's lane
+    short: str = ""  # the name as the drawing shows it
 
 
 @dataclass(frozen=True)
@@ -139,6 +141,10 @@ def drawing(found, head_depth):
             number=line.number, label=line.label, y=y, start_x=x(fork), start_y=parent_y, x=x(fork + 1),
             end_x=max(x(line.tip), x(fork + 1)), path_from=None if low is None else x(max(low, fork)),
             path_to=None if high is None else x(high), active=line.active,
-            head_x=x(head_depth) if line.active else None))
-    deepest = max((line.tip for line in found), default=0)
-    return Drawing(width=x(deepest) + LEFT, height=TOP * 2 + max(len(ordered) - 1, 0) * LANE, lanes=tuple(lanes))
+            head_x=x(head_depth) if line.active else None, short=_cut(line.label)))
+    width = max((lane.end_x + 10 + CHAR_WIDTH * len(lane.short) for lane in lanes), default=LEFT)
+    return Drawing(width=width, height=TOP * 2 + max(len(ordered) - 1, 0) * LANE, lanes=tuple(lanes))
+
+
+def _cut(label):
+    return label if len(label) <= LABEL_CHARS else label[:LABEL_CHARS - 1].rstrip() + "…"

@@ -119,7 +119,8 @@ class VariableForm(RuleForm):
     minimum = _text(label="From", help_text="numbers: the lowest value")
     maximum = _text(label="to", help_text="numbers: the highest value")
     options = _text(label="Options", max_length=2000, help_text="a choice: its options, comma separated")
-    default = _text(label="Starts at", help_text="the value everything has until the story changes it")
+    default = _text(label="Starts at", help_text="the value it has until the story changes it (a flag: true or "
+                                                 "false)")
     applies_to = forms.MultipleChoiceField(label="Belongs to", required=False, widget=forms.CheckboxSelectMultiple,
                                            choices=[(a, a) for a in variables.APPLIES_TO], initial=["character"])
     visibility = forms.ChoiceField(label="Who sees it", choices=[(v, v) for v in variables.VISIBILITIES],
@@ -130,6 +131,16 @@ class VariableForm(RuleForm):
                 ("Its values", ("minimum", "maximum", "options", "default")),
                 ("Whose it is", ("applies_to", "visibility")))
     SHOWN = {"name", "type", "range", "options", "default", "applies_to", "visibility", "description"}
+    redraws = ("type",)
+    VALUES = {"number": ("minimum", "maximum", "default"), "choice": ("options", "default"), "flag": ("default",),
+              "text": ("default",)}
+
+    def grouped(self):
+        """Its values are asked as its kind has them: a range for a number, options for a choice."""
+        groups = super().grouped()
+        wanted = self.VALUES.get(self["type"].value() or "number", self.VALUES["number"])
+        groups[1] = ("Its values", [field for field in groups[1][1] if field.name in wanted])
+        return groups
 
     @classmethod
     def fields_of(cls, entry):
@@ -166,7 +177,7 @@ class TriggerForm(RuleForm):
     kind = "trigger"
     save_label, panel_id = "Define the trigger", "triggers-panel"
     id = _text(label="Name", help_text="a short key of its own, without ':' (debt-collector)")
-    when = forms.ChoiceField(label="When", choices=WHEN_KINDS, initial="variable")
+    when = forms.ChoiceField(label="It fires when", choices=WHEN_KINDS, initial="variable")
     variable = _text(label="Variable", help_text="its name")
     holder = _text(label="of", help_text="the character, item or place it belongs to; empty: the world")
     op = forms.ChoiceField(label="is", choices=[(op, op) for op in triggers.OPERATORS], initial=">=")
@@ -218,8 +229,7 @@ class TriggerForm(RuleForm):
         when = entry.get("when") if isinstance(entry.get("when"), dict) else {}
         kind = {"variable": "variable", "time": "time", "at": "place", "judged": "judged"}.get(when.get("type"),
                                                                                                "other")
-        if kind == "time" and not ({"every", "after"} & when.keys()) or set(when) - {
-                "type", "name", "object", "op", "value", "every", "after", "who", "place", "text"}:
+        if set(when) - {"type", "name", "object", "op", "value", "every", "after", "who", "place", "text"}:
             kind = "other"
         effects = entry.get("effects") if isinstance(entry.get("effects"), list) else []
         first = effects[0] if effects and isinstance(effects[0], dict) else {}
@@ -308,7 +318,7 @@ class DiceForm(RuleForm):
     save_label, panel_id = "Define the check", "rolls-panel"
     key = _text(label="Key", help_text="a short key (search, lockpick)")
     name = _text(label="Name", help_text="what it is called (Search a place)")
-    use_text = _text(label="Used when", help_text="when the narrator and the recorder should call for it")
+    use_text = _text(label="Used when", help_text="when the story should call for it (looking for something hidden)")
     dice = _text(label="Dice", help_text="notation: 2d6, 1d20+3, 4d6kh3")
     locals().update(_band_fields())
     sections = (("The check", ("key", "name", "use_text", "dice")),)

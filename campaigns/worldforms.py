@@ -44,10 +44,10 @@ class CharacterForm(forms.Form):
     place = _text("Starts at", "a place of the world")
     carries = _text("Carries", "items made for them, comma separated (a lantern, a ring of keys)", max_length=2000)
     lore = _text("Knows the lore", "lore entries by id, comma separated (keep-history)", max_length=2000)
-    routine_start = _text("Routine: from", "06:00", aria="routine from")
-    routine_end = _text("to", "22:00", aria="routine to")
+    routine_start = _text("Routine: from", "a time, e.g. 06:00", aria="routine from")
+    routine_end = _text("to", "e.g. 22:00 (past midnight is fine)", aria="routine to")
     routine_place = _text("at", "a place", aria="routine place")
-    routine_activity = _text("doing", "serving ale", aria="routine activity")
+    routine_activity = _text("doing", "e.g. serving ale", aria="routine activity")
     sections = (("Who they are", ("name", "aliases", "description", "personality", "brief")),
                 ("Where they start and what they have", ("place", "carries", "lore")),
                 ("Their day (more lines: Story time, Set a routine)",

@@ -81,8 +81,19 @@ def test_a_refused_rule_says_why_and_the_form_keeps_what_was_typed(client_of, ke
 def test_json_that_cannot_be_read_is_said_and_nothing_is_lost(client_of, keep):
     data = posted("variable", name="favour")
     data["variable-json"] = '{"name": "favour",'
-    page = sync(client_of, keep, "variable", data)
+    response = client_of.post(reverse("rule_form", args=[keep.pk, "variable"]), data, **HTMX)
+    page = response.content.decode()
     assert "The JSON cannot be read" in page and 'name="variable-name" value="favour"' in page
+    assert response["HX-Retarget"] == "#rule-form-variable", "found on a field's change, the whole form says it"
+
+
+def test_a_fields_change_redraws_only_the_json_and_a_choice_that_changes_the_form_redraws_it(client_of, keep):
+    page = sync(client_of, keep, "trigger", posted("trigger", id="x", when="time"))
+    assert page.lstrip().startswith('<div id="rule-sync-trigger"') and 'data-field="every"' not in page
+    page = sync(client_of, keep, "trigger", posted("trigger", id="x", when="time") | {"redraw": "form"})
+    assert page.lstrip().startswith("<form") and 'data-field="every"' in page
+    page = sync(client_of, keep, "variable", posted("variable", name="mood", type="choice") | {"redraw": "form"})
+    assert 'data-field="options"' in page and 'data-field="minimum"' not in page
 
 
 def test_the_trigger_form_shows_the_fields_of_its_condition_and_of_the_event_it_sends(client_of, keep):
