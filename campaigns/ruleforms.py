@@ -304,13 +304,11 @@ class TriggerForm(RuleForm):
         return {"type": "trigger_define", "subject": "", "data": {"triggers": [entry]}}
 
 
-def _band_fields():
-    fields = {}
-    for row in range(BAND_ROWS):
-        for part, label in (("label", "Band"), ("min", "from"), ("max", "to"), ("outcome", "what happens")):
-            fields[f"band{row}_{part}"] = _text(label=label, widget=forms.TextInput(
-                attrs={"aria-label": f"band {row + 1}: {label}"}))
-    return fields
+def _row_fields(prefix, rows, parts, row_name):
+    """Return the fields of a table of ``rows`` rows: ``<prefix><row>_<part>``, each labelled for a screen reader."""
+    return {f"{prefix}{row}_{part}": _text(label=label, widget=forms.TextInput(
+                attrs={"aria-label": f"{row_name} {row + 1}: {label}"}))
+            for row in range(rows) for part, label in parts}
 
 
 class DiceForm(RuleForm):
@@ -320,7 +318,8 @@ class DiceForm(RuleForm):
     name = _text(label="Name", help_text="what it is called (Search a place)")
     use_text = _text(label="Used when", help_text="when the story should call for it (looking for something hidden)")
     dice = _text(label="Dice", help_text="notation: 2d6, 1d20+3, 4d6kh3")
-    locals().update(_band_fields())
+    locals().update(_row_fields("band", BAND_ROWS, (("label", "Band"), ("min", "from"), ("max", "to"),
+                                                    ("outcome", "what happens")), "band"))
     sections = (("The check", ("key", "name", "use_text", "dice")),)
     SHOWN = {"key", "name", "use_text", "definition"}
 
@@ -378,21 +377,12 @@ def sample_roll(entry, rng=None):
     return {"text": rolled.describe(), "problem": ""}
 
 
-def _window_fields():
-    fields = {}
-    for row in range(WINDOW_ROWS):
-        for part, label in (("start", "from"), ("end", "to"), ("days", "on days"), ("place", "at"),
-                            ("activity", "doing")):
-            fields[f"window{row}_{part}"] = _text(label=label, widget=forms.TextInput(
-                attrs={"aria-label": f"line {row + 1}: {label}"}))
-    return fields
-
-
 class RoutineForm(RuleForm):
     kind = "routine"
     save_label, panel_id = "Set the routine", "time-panel"
     who = _text(label="Whose routine", help_text="a character")
-    locals().update(_window_fields())
+    locals().update(_row_fields("window", WINDOW_ROWS, (("start", "from"), ("end", "to"), ("days", "on days"),
+                                                        ("place", "at"), ("activity", "doing")), "line"))
     sections = (("The routine", ("who",)),)
     PARTS = ("start", "end", "days", "place", "activity")
 

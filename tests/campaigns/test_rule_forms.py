@@ -4,26 +4,13 @@ kept)."""
 
 import json
 
-import pytest
 from django.urls import reverse
 
-from campaigns import lineage, ruleforms, worldfile
-from campaigns.state import state_at
+from campaigns import ruleforms
 from campaigns.state.time import rulebook
-from tests.campaigns.test_story_time import rules_document
+from tests.campaigns.test_rule_views import keep, now  # noqa: F401 — the Lantern Keep with rules, and its head
 
 HTMX = {"HTTP_HX_REQUEST": "true"}
-
-
-@pytest.fixture
-def keep(owner):
-    campaign, _ = worldfile.create_campaign(owner, rules_document())
-    return campaign
-
-
-def now(campaign):
-    campaign.refresh_from_db()
-    return state_at(lineage.path_of(campaign), campaign)
 
 
 def posted(kind, **fields):

@@ -1,27 +1,13 @@
 """Characters and places made in forms: one batch of world edits through the one write path, all or nothing."""
 
-import pytest
 from django.urls import reverse
 
-from campaigns import lineage, worldfile
 from campaigns.models import StateEvent
-from campaigns.state import state_at
 from campaigns.state.time import rulebook
 from campaigns.state.world import world
-from tests.campaigns.test_story_time import rules_document
+from tests.campaigns.test_rule_views import keep, now  # noqa: F401 — the Lantern Keep with rules, and its head
 
 HTMX = {"HTTP_HX_REQUEST": "true"}
-
-
-@pytest.fixture
-def keep(owner):
-    campaign, _ = worldfile.create_campaign(owner, rules_document())
-    return campaign
-
-
-def now(campaign):
-    campaign.refresh_from_db()
-    return state_at(lineage.path_of(campaign), campaign)
 
 
 def add(client, campaign, kind, **fields):

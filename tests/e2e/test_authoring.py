@@ -26,6 +26,18 @@ def world_file(tmp_path):
     return path
 
 
+def start_world(app, page, path, title=""):
+    """Sign in, make a campaign from the world file at ``path`` and wait on its play page, connected."""
+    page.goto(_manage(app["env"], "login_link", "--base-url", app["base"]))
+    page.goto(app["base"] + "/campaigns/new/")
+    page.set_input_files("input[name=world]", str(path))
+    if title:
+        page.fill("[name=title]", title)
+    page.click("form.campaign-form button[type=submit]")
+    page.wait_for_selector("#story [data-role=opening]")
+    connected(page)
+
+
 def opened(page, maker):
     if not page.locator(f"{maker}[open]").count():
         page.click(f"{maker} > summary")
@@ -58,12 +70,7 @@ def fill(page, kind, **fields):
 
 def test_an_author_makes_each_rule_in_its_form_sees_its_json_and_plays_the_turns_that_make_each_act(
         app, fake, page, tmp_path):
-    page.goto(_manage(app["env"], "login_link", "--base-url", app["base"]))
-    page.goto(app["base"] + "/campaigns/new/")
-    page.set_input_files("input[name=world]", str(world_file(tmp_path)))
-    page.click("form.campaign-form button[type=submit]")
-    page.wait_for_selector("#story [data-role=opening]")
-    connected(page)
+    start_world(app, page, world_file(tmp_path))
     url = page.url
 
     # A variable: the form makes it, the JSON shows it, the JSON edited shows in the form.

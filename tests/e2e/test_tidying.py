@@ -7,8 +7,8 @@ import json
 import pytest
 
 from tests.campaigns.test_world_problems import EXPECTED, seven_problems
-from tests.e2e.test_authoring import world_file
-from tests.e2e.test_play import _manage, app, connected, fake, page, send  # noqa: F401 — the shared browser fixtures
+from tests.e2e.test_authoring import start_world, world_file
+from tests.e2e.test_play import _manage, app, fake, page, send  # noqa: F401 — the shared browser fixtures
 
 pytestmark = pytest.mark.e2e
 
@@ -34,12 +34,7 @@ def test_a_broken_world_file_lists_seven_lines_keeps_the_file_and_a_good_one_sta
 
 
 def test_a_character_and_a_place_are_added_in_forms_and_the_story_can_go_there(app, fake, page, tmp_path):
-    page.goto(_manage(app["env"], "login_link", "--base-url", app["base"]))
-    page.goto(app["base"] + "/campaigns/new/")
-    page.set_input_files("input[name=world]", str(world_file(tmp_path)))
-    page.click("form.campaign-form button[type=submit]")
-    page.wait_for_selector("#story [data-role=opening]")
-    connected(page)
+    start_world(app, page, world_file(tmp_path))
     page.click("#place-maker > summary")
     page.fill("[name=place-name]", "Boathouse")
     page.fill("[name=place-description]", "a damp boathouse")
@@ -67,13 +62,7 @@ def test_a_character_and_a_place_are_added_in_forms_and_the_story_can_go_there(a
 
 def test_branches_are_numbered_named_and_drawn_and_a_campaign_is_archived_back_and_deleted(app, fake, page,
                                                                                            tmp_path):
-    page.goto(_manage(app["env"], "login_link", "--base-url", app["base"]))
-    page.goto(app["base"] + "/campaigns/new/")
-    page.set_input_files("input[name=world]", str(world_file(tmp_path)))
-    page.fill("[name=title]", "Tidy Keep")
-    page.click("form.campaign-form button[type=submit]")
-    page.wait_for_selector("#story [data-role=opening]")
-    connected(page)
+    start_world(app, page, world_file(tmp_path), title="Tidy Keep")
     play = page.url
     fake.script("The hall is cold.", "The chest is empty.", "The stairs wind up.")
     send(page, "look around")
