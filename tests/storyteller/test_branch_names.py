@@ -84,3 +84,14 @@ def test_the_tree_puts_children_under_their_parent_and_marks_only_the_current_st
     assert first.y < second.y < third.y and second.start_y == first.y and third.start_y == second.y
     assert first.path_to == first.end_x and second.path_to is None and third.path_to is None
     assert first.head_x == first.end_x
+
+
+def test_a_bundle_carries_the_names_and_the_new_campaign_numbers_its_lines_from_one(forked, owner):
+    from storyteller import bundle
+
+    story.name_branch(Branch.objects.get(campaign=forked, number=2), "the chest line")
+    restored = bundle.import_bundle(owner, bundle.dumps(forked))
+    assert list(Branch.objects.filter(campaign=restored).values_list("number", "name")) == [
+        (1, ""), (2, "the chest line"), (3, "")]
+    assert [line.label for line in branchtree.lines(restored)][1:] == [
+        "the chest line", "another reply to: I open the chest"]
