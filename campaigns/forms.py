@@ -1,6 +1,6 @@
 from django import forms
 
-from . import worldfile
+from . import kept, worldfile
 from .models import PORTRAIT_BYTES, AuthorNote, Campaign, CanonRule, Node, Persona
 from .state import CORRECTION_TYPES
 from .state.events import MAX_TEXT
@@ -40,17 +40,52 @@ class CampaignForm(forms.ModelForm):
             "style_examples": forms.Textarea(attrs={"rows": 4}),
         }
 
-    # Characters' recall: a form that leaves one out keeps the campaign's value (the seed's default when new).
-    RECALL_NUMBERS = ("memory_recall", "memory_over_retrieve", "memory_diversity", "memory_associate")
+    # The form's sections, in order: (id, title, what it is for, its fields). Only the story needs filling in;
+    # every other field has a default a story plays with.
+    SECTIONS = (
+        ("story", "The story", "Who the player is and where it begins. The only part a new campaign needs.",
+         ("title", "genre", "protagonist", "persona", "opening", "world")),
+        ("narrator", "Narrator and model", "How the story reads. The defaults read well; change them to taste.",
+         ("point_of_view", "prose_length", "dialogue_density", "descriptive_richness", "violence_level", "pacing",
+          "style_notes", "narrator_rules", "reply_direction", "style_examples")),
+        ("memory", "Memory and budget", "How much the narrator reads and writes at once, how freely, and what "
+         "characters remember. The budget starts at what the narrator model can read.",
+         ("context_token_budget", "max_output_tokens", "temperature", "memory_flaky", "memory_recall", "memory_over_retrieve",
+          "memory_diversity", "memory_associate")),
+        ("voices", "Voices", "A game master, characters who speak for themselves, off-stage actions and the world "
+         "author. Off by default: one narrator tells the story.", tuple(VOICES_FIELDS)),
+        ("advanced", "Advanced", "Story time, triggers' pacing, checking the recorder and an optional reranker.",
+         ("clock_mode", "time_zone", "round_seconds", "max_skip_days", "trigger_cap", "beat_turns", "cue_turns",
+          "memory_verify", "reranker_url")),
+    )
+
+    def sections(self):
+        """Return the form's sections for the page: each with its bound fields and whether one has an error (then
+        it is shown open)."""
+        shown = []
+        for ident, title, text, names in self.SECTIONS:
+            fields = [self[name] for name in names if name in self.fields]
+            if fields:
+                shown.append({"id": ident, "title": title, "text": text, "fields": fields,
+                              "errors": any(field.errors for field in fields)})
+        return shown
+
+    def _left_out_keeps(self):
+        """Return the fields outside the story section a post may leave out, keeping the campaign's value (the
+        default when new): a script, an older page or a person who never opened the section."""
+        names = [name for _, _, _, fields in self.SECTIONS[1:] for name in fields if name in self.fields]
+        return [name for name in names if not isinstance(self.fields[name], forms.BooleanField)
+                and not Campaign._meta.get_field(name).blank]
 
     def __init__(self, *args, window=None, model="", owner=None, **kwargs):
         """`window`: what the narrator `model` can read at once, if its server says; a new budget starts there.
         `owner`: whose personas a new campaign may play as (an existing one's owner otherwise)."""
         super().__init__(*args, **kwargs)
         owner = owner or (self.instance.owner if self.instance.owner_id else None)
+        self.owner = owner
         self.fields["persona"].queryset = Persona.objects.filter(owner=owner) if owner else Persona.objects.none()
         self.fields["persona"].empty_label = "(nobody in particular: the protagonist above)"
-        for name in self.RECALL_NUMBERS:
+        for name in self._left_out_keeps():
             self.fields[name].required = False
         field = self.fields["context_token_budget"]
         if window and not self.instance.pk:
@@ -64,7 +99,6 @@ class CampaignForm(forms.ModelForm):
         # and one out of range or not a number is refused in the model's words (what it is for, what it may be).
         for name in VOICES_NUMBERS:
             field = self.fields[name]
-            field.required = False
             message = Campaign._meta.get_field(name).validators[0].message
             field.error_messages.update(min_value=message, max_value=message, invalid=message)
 
@@ -76,15 +110,15 @@ class CampaignForm(forms.ModelForm):
 
     def clean_context_token_budget(self):
         value = self.cleaned_data["context_token_budget"]
-        if value < 512:
+        if value is not None and value < 512:
             raise forms.ValidationError("A context budget under 512 tokens cannot hold the narrator rules and a reply.")
         return value
 
     def clean(self):
         cleaned = super().clean()
-        for name in (*VOICES_NUMBERS, *self.RECALL_NUMBERS):
-            if cleaned.get(name) is None and name not in self.errors:
-                cleaned[name] = getattr(self.instance, name)
+        for name in self._left_out_keeps():
+            if cleaned.get(name) in (None, "") and name not in self.errors:
+                cleaned[name] = self.initial.get(name, getattr(self.instance, name))
         budget, output = cleaned.get("context_token_budget"), cleaned.get("max_output_tokens")
         if budget and output and output + 64 >= budget // 2:
             self.add_error(
@@ -99,7 +133,10 @@ class NewCampaignForm(CampaignForm):
     """A new campaign, optionally started from a world file (docs/world-files.md).
 
     With a world file, what the form leaves blank of the title, protagonist
-    and opening comes from the file's ``campaign`` section.
+    and opening comes from the file's ``campaign`` section. A chosen file is
+    kept between tries (``campaigns.kept``): a browser empties a file input
+    each time the page is drawn again, and the person should not have to
+    choose it again to fix a title or to read its problems.
     """
 
     # With a file the title, protagonist and opening may be left blank: the server says what is missing.
@@ -107,25 +144,59 @@ class NewCampaignForm(CampaignForm):
     world = forms.FileField(required=False, label="World file (optional)",
                             help_text="A world file (.json or .zip): places, exits, characters and items the story "
                                       "starts with. It is checked whole; a file with any problem is refused, saying "
-                                      "every one.")
+                                      "every one, and nothing is made.")
 
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
-        if self.files.get("world"):
+        self.world_problems = []
+        self.kept_name = self.kept_token = ""
+        self._chosen = None  # (name, bytes) of the world file of this try, chosen now or kept from the last
+        if self.owner is not None and self.files.get("world") and self.data.get("world_kept"):
+            kept.forget(self.owner, self.data["world_kept"])  # a new choice replaces the kept one
+        elif self.owner is not None and self.data.get("world_kept"):
+            found = kept.find(self.owner, self.data["world_kept"])
+            if found:
+                self._chosen, self.kept_token, self.kept_name = found, self.data["world_kept"], found[0]
+        if self.files.get("world") or self._chosen:
             for name in ("title", "protagonist", "opening"):
                 self.fields[name].required = False
 
     def clean_world(self):
         upload = self.cleaned_data.get("world")
-        if upload is None:
+        if upload is not None:
+            if upload.size > worldfile.MAX_BYTES:
+                raise forms.ValidationError(f"The file is {upload.size:,} bytes; a world file may be at most "
+                                            f"{worldfile.MAX_BYTES:,}.")
+            self._chosen = (upload.name, upload.read())
+        if self._chosen is None:
             return None
-        if upload.size > worldfile.MAX_BYTES:
-            raise forms.ValidationError(f"The file is {upload.size:,} bytes; a world file may be at most "
-                                        f"{worldfile.MAX_BYTES:,}.")
         try:
-            return worldfile.read(upload.read())
+            return worldfile.read(self._chosen[1])
         except worldfile.WorldRefused as refusal:
-            raise forms.ValidationError(str(refusal)) from None
+            self.refuse_world(refusal, add=False)
+            raise forms.ValidationError(self._refused(refusal)) from None
+
+    def refuse_world(self, refusal, add=True):
+        """Show the world file's problems one per line, each with what follows from it folded under it."""
+        self.world_problems = refusal.problems
+        if add:
+            self.add_error("world", self._refused(refusal))
+
+    @staticmethod
+    def _refused(refusal):
+        count = len(refusal.problems)
+        return (f"The world file has {count} problem{'s' if count != 1 else ''}, listed below; nothing was made. "
+                "Fix the file and choose it again.")
+
+    def keep_world(self):
+        """Keep the chosen world file for the next try of the form (the page is drawn again without it)."""
+        if self._chosen is not None and not self.kept_token and self.owner is not None:
+            self.kept_token = kept.keep(self.owner, self._chosen[0], self._chosen[1])
+            self.kept_name = self._chosen[0]
+
+    def forget_world(self):
+        if self.kept_token:
+            kept.forget(self.owner, self.kept_token)
 
 
 # Story time and world rules (docs/rules.md). A new campaign takes them from its world file's ``clock``

@@ -242,6 +242,9 @@ class Campaign(models.Model):
     head_branch = models.ForeignKey("Branch", null=True, blank=True, on_delete=models.RESTRICT, related_name="+")
     head_depth = models.PositiveIntegerField(default=0)
 
+    # Tidied away from the list (``storyteller.tidying.archive``): kept whole, and back with one click.
+    archived_at = models.DateTimeField(null=True, blank=True, editable=False)
+
     # An import writes a large campaign in short transactions (``campaigns.staging``); until the last one it is
     # staged, and no page, socket, list or command sees it.
     staged = models.BooleanField(default=False, editable=False)
@@ -267,20 +270,46 @@ class Campaign(models.Model):
         return self.head_depth // 2
 
 
+BRANCH_NAME_CHARS = 120
+
+
 class Branch(models.Model):
-    """A line of the story that leaves its parent's lineage after ``fork_depth``."""
+    """A line of the story that leaves its parent's lineage after ``fork_depth``.
+
+    ``number`` counts the campaign's branches from 1 in the order they were
+    made (what a person calls them: "line 3"); ``name`` is the person's own,
+    empty for the default (the action where the line split, ``branching``).
+    """
 
     campaign = models.ForeignKey(Campaign, on_delete=models.CASCADE, related_name="branches")
     parent = models.ForeignKey("self", null=True, blank=True, on_delete=models.RESTRICT, related_name="children")
     fork_depth = models.IntegerField(default=-1, help_text="Depths up to this come from the parent's lineage.")
+    number = models.PositiveIntegerField(default=0, editable=False)
+    name = models.CharField(max_length=BRANCH_NAME_CHARS, blank=True,
+                            help_text="What you call this line; empty: the action where it split.")
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:
         ordering = ["campaign", "id"]
         verbose_name_plural = "branches"
+        constraints = [models.UniqueConstraint(fields=["campaign", "number"], name="one_branch_per_number")]
 
     def __str__(self):
-        return f"branch {self.pk} of {self.campaign_id}"
+        return f"line {self.number} of campaign {self.campaign_id}"
+
+    def save(self, *args, **kwargs):
+        if not self.number:
+            self.number = Branch.next_number(self.campaign_id)
+        super().save(*args, **kwargs)
+
+    @staticmethod
+    def next_number(campaign_id):
+        """Return the campaign's next branch number (a bulk create numbers its rows on from it itself).
+
+        Branches are made inside a write transaction, one writer at a time, so no two takers see the same number.
+        """
+        last = Branch.objects.filter(campaign_id=campaign_id).aggregate(last=models.Max("number"))["last"]
+        return (last or 0) + 1
 
 
 class AuthorNote(models.Model):

@@ -11,10 +11,13 @@ with its reason, and kept with who made it.
 import zoneinfo
 
 from django.contrib.auth.decorators import login_required
+from django.http import Http404
 from django.shortcuts import render
+from django.urls import reverse
+from django_htmx.http import reswap, retarget
 from django.views.decorators.http import require_GET, require_POST
 
-from . import storytime, uploads, viewing
+from . import ruleforms, storytime, uploads, viewing
 from .forms import CorrectionForm
 from .models import StateEvent
 from .state.registry import TYPES
@@ -115,7 +118,7 @@ def triggers_context(campaign, view):
     for trigger, status in view.triggers():
         announce = trigger.announce
         rows.append({"trigger": trigger, "status": status,
-                     "last_fired": calendar.describe_instant(status.last_fired, tz) if status.last_fired else "",
+                     "last_fired": calendar.describe_instant(status.last_fired, tz) if status.last_fired is not None else "",
                      "announce": announce, "audience": _audience(announce["audience"], now) if announce else "",
                      "judged": trigger.judged,
                      "notes": [n for n in notes if n.trigger == trigger.id]})
@@ -135,13 +138,20 @@ CONTEXTS = {"time": time_context, "variables": variables_context, "rolls": rolls
             "triggers": triggers_context}
 
 
-def render_panel(request, campaign, panel, *, message="", error="", reload_panels=False):
-    """Return a panel's fragment for htmx (the others reloaded after a change), or its page around it."""
+def render_panel(request, campaign, panel, *, message="", error="", reload_panels=False, rule_form=None):
+    """Return a panel's fragment for htmx (the others reloaded after a change), or its page around it.
+
+    ``rule_form`` is a rule's form as the person left it (refused): shown open, in place of an empty one. The
+    forms are the author's (the panel shows them in the author's view only).
+    """
     campaign.refresh_from_db()
     view = viewing.view_of(campaign)
     fragment, page = PANELS[panel][:2]
+    kind = next(kind for kind, name in ruleforms.PANEL_OF.items() if name == panel)
     context = {"campaign": campaign, "view": view, "panel": panel, "rules_message": message, "rules_error": error,
-               "reload_panels": reload_panels, **CONTEXTS[panel](campaign, view)}
+               "reload_panels": reload_panels, **CONTEXTS[panel](campaign, view),
+               "form": rule_form or ruleforms.blank(kind, _sync_url(campaign, kind)),
+               "rule_open": rule_form is not None}
     return render(request, fragment if request.htmx else page, context)
 
 
@@ -212,3 +222,60 @@ def _done(event):
     if kind == "roll":
         return f"Rolled {data['result']['expression']}: {data['result']['read']}."
     return "Corrected. The narrator sees it from the next turn."
+
+
+def _sync_url(campaign, kind):
+    return reverse("rule_form", args=[campaign.pk, kind])
+
+
+def _posted_rule(campaign, kind, posted):
+    """Return (the rule's form as posted, read from its JSON if that changed, "" or what is wrong with the JSON)."""
+    try:
+        form, error = ruleforms.FORMS[kind].from_post(posted), ""
+    except ValueError as problem:
+        form, error = ruleforms.FORMS[kind](posted), (
+            f"The JSON cannot be read ({problem}); the form still shows what it had. Correct the JSON, or change the "
+            "form and the JSON follows.")
+    return form.wire(_sync_url(campaign, kind)), error
+
+
+@login_required
+@require_POST
+def rule_form(request, pk, kind):
+    """Redraw a rule's form from what changed: its fields (the JSON follows) or its JSON (the fields follow)."""
+    campaign = campaign_for_user(request, pk)
+    if kind not in ruleforms.FORMS:
+        raise Http404("no such kind of rule")
+    form, error = _posted_rule(campaign, kind, request.POST)
+    sample = ruleforms.sample_roll(form.entry()) if kind == "dice" and not error else None
+    whole = bool(error or request.POST.get("redraw"))
+    response = render(request, "campaigns/_rule_form.html" if whole else "campaigns/_rule_sync.html",
+                      {"campaign": campaign, "form": form, "rule_error": error, "sample": sample,
+                       "json_open": bool(error), "oob": not whole})
+    if whole and not request.POST.get("redraw"):  # unreadable JSON found on a field's change: the whole form says so
+        response = reswap(retarget(response, f"#rule-form-{kind}"), "outerHTML")
+    return response
+
+
+@login_required
+@require_POST
+def rule_save(request, pk, kind):
+    """Define the rule the form (or its JSON) makes, as a correction at the head; refused, the form stays filled."""
+    campaign = campaign_for_user(request, pk)
+    if kind not in ruleforms.FORMS:
+        raise Http404("no such kind of rule")
+    panel = ruleforms.PANEL_OF[kind]
+    form, error = _posted_rule(campaign, kind, request.POST)
+    if error:
+        return render_panel(request, campaign, panel, error=error, rule_form=form)
+    event = storytime.correct(campaign, request.user, ruleforms.correction(form))
+    if event.status == StateEvent.Status.REJECTED:
+        return render_panel(request, campaign, panel, error=f"Nothing was changed: {event.reason}.", rule_form=form)
+    return render_panel(request, campaign, panel, message=_defined(kind, form), reload_panels=True)
+
+
+def _defined(kind, form):
+    entry = form.entry()
+    name = entry.get("name") or entry.get("id") or entry.get("key") or entry.get("who")
+    what = {"variable": "The variable", "trigger": "The trigger", "dice": "The check", "routine": "The routine of"}
+    return f"{what[kind]} {name} is {'set' if kind == 'routine' else 'defined'}. The narrator sees it from the next turn."

@@ -14,7 +14,7 @@ from django.utils import timezone
 from storyteller import tokens
 
 from . import lineage
-from .models import Branch, Campaign, ContextSnapshot, Node, SavePoint
+from .models import BRANCH_NAME_CHARS, Branch, Campaign, ContextSnapshot, Node, SavePoint
 
 
 class StoryMovedOn(Exception):
@@ -223,6 +223,21 @@ def restore_save_point(save_point):
     with transaction.atomic():
         _move_head(campaign, save_point.branch, save_point.depth)
     return campaign
+
+
+class NameRefused(ValueError):
+    pass
+
+
+def name_branch(branch, name):
+    """Give ``branch`` the person's name for it; an empty name brings back the default (where it split)."""
+    name = " ".join(name.split())
+    if len(name) > BRANCH_NAME_CHARS:
+        raise NameRefused(f"A line's name is at most {BRANCH_NAME_CHARS} characters; this one has {len(name)}. "
+                          "Shorten it and save again.")
+    branch.name = name
+    branch.save(update_fields=["name"])
+    return branch
 
 
 def switch_branch(campaign, branch):

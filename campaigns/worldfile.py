@@ -22,6 +22,7 @@ two. ``export`` writes a state back as a world file.
 
 import copy
 import io
+import re
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import PurePosixPath
@@ -84,15 +85,35 @@ CLOCK_FIELDS = {"mode": "clock_mode", "time_zone": "time_zone", "round_seconds":
                 "max_skip_days": "max_skip_days"}
 
 
-class WorldRefused(Exception):
-    """The world file cannot be imported; ``reasons`` lists every problem found."""
+@dataclass
+class Problem:
+    """One thing wrong with a world file, in words with its JSON path, and the problems that follow from it
+    (an item held by no one known leaves the items inside it unknown too): fixing it fixes them."""
 
-    def __init__(self, reasons):
-        self.reasons = list(reasons)
-        listed = "; ".join(self.reasons[:40]) + (f"; and {len(self.reasons) - 40} more" if len(self.reasons) > 40
-                                                 else "")
-        super().__init__(f"The world file was not imported ({len(self.reasons)} problem"
-                         f"{'s' if len(self.reasons) != 1 else ''}): {listed}. Nothing was stored.")
+    text: str
+    knock_ons: list = field(default_factory=list)
+
+    def lines(self):
+        return [self.text, *self.knock_ons]
+
+
+class WorldRefused(Exception):
+    """The world file cannot be imported; ``problems`` lists every problem found, each with what follows from it,
+    and ``reasons`` every line of them."""
+
+    def __init__(self, problems):
+        self.problems = [p if isinstance(p, Problem) else Problem(str(p)) for p in problems]
+        self.reasons = [line for problem in self.problems for line in problem.lines()]
+        shown = [problem.text + (f" (and {_follow(len(problem.knock_ons))})" if problem.knock_ons else "")
+                 for problem in self.problems[:40]]
+        listed = "; ".join(shown) + (f"; and {len(self.problems) - 40} more" if len(self.problems) > 40 else "")
+        count = len(self.problems)
+        super().__init__(f"The world file was not imported ({count} problem{'s' if count != 1 else ''}): "
+                         f"{listed}. Nothing was stored.")
+
+
+def _follow(count):
+    return "1 that follows from it" if count == 1 else f"{count} that follow from it"
 
 
 def read(data):
@@ -167,6 +188,7 @@ class Built:
     problems: list = field(default_factory=list)
     notes: list = field(default_factory=list)  # what world_lint says of how the file was read (doors it joined)
     lore: set = field(default_factory=set)  # the keys of the file's own lore entries, which knowledge may name
+    declared: dict = field(default_factory=dict)  # key -> the entry that declares it, for knock-ons
 
     def add(self, where, type, subject="", object="", value="", **extra):
         self.events.append({"type": type, "subject": subject, "object": object, "value": value, **extra})
@@ -179,6 +201,7 @@ class _Names:
     def __init__(self):
         self.kinds = {}  # key -> kind
         self.by_name = {}  # normalized name or alias -> [keys]
+        self.where = {}  # key -> the entry that declares it ("items[3]")
 
     def declare(self, kind, key, names):
         self.kinds[key] = kind
@@ -246,18 +269,19 @@ def build(document, protagonist=""):
     if "campaign" in document and not isinstance(document["campaign"], dict):
         problems.append("campaign must be an object (title, genre, protagonist, opening, canon)")
     _declare(names, sections, problems)
-    for number, entry in enumerate(sections["slots"], 1):
+    out.declared = names.where
+    for number, entry in enumerate(sections["slots"]):
         where = f"slots[{number}]"
         if _entry(entry, where, ("name",), problems):
             out.add(where, "slot", _text(entry["name"]), data=_only(entry, {"capacity"}))
-    for number, entry in enumerate(sections["places"], 1):
+    for number, entry in enumerate(sections["places"]):
         _place(out, names, entry, f"places[{number}]")
-    for number, entry in enumerate(sections["factions"], 1):
+    for number, entry in enumerate(sections["factions"]):
         if isinstance(entry, dict) and entry.get("_key"):
             out.add(f"factions[{number}]", "introduce", _text(entry["name"]), "faction",
                     _text(entry.get("description"), MAX_TEXT), aliases=_aliases(entry),
                     narrator_only=entry.get("narrator_only") is True, data={"id": entry["_key"]})
-    characters = [(number, entry) for number, entry in enumerate(sections["characters"], 1)
+    characters = [(number, entry) for number, entry in enumerate(sections["characters"])
                   if isinstance(entry, dict) and entry.get("_key")]
     for number, entry in characters:
         _character(out, entry, f"characters[{number}]", protagonist)
@@ -265,7 +289,7 @@ def build(document, protagonist=""):
     _exits(out, names, sections["exits"])
     for number, entry in characters:
         _character_state(out, names, entry, f"characters[{number}]")
-    for number, entry in enumerate(sections["facts"], 1):
+    for number, entry in enumerate(sections["facts"]):
         if isinstance(entry, str) and entry.strip():
             out.add(f"facts[{number}]", "add_fact", value=_text(entry, MAX_TEXT))
         else:
@@ -329,7 +353,7 @@ def _declare(names, sections, problems):
     """Give every place, faction, character and item of the file its key, before any reference is read."""
     for section, kind in (("places", "place"), ("factions", "faction"), ("characters", "character"),
                           ("items", "item")):
-        for number, entry in enumerate(sections[section], 1):
+        for number, entry in enumerate(sections[section]):
             where = f"{section}[{number}]"
             if not _entry(entry, where, ("name",), problems):
                 continue
@@ -341,6 +365,7 @@ def _declare(names, sections, problems):
             else:
                 key = names.new_key(entry.get("id") or entry["name"])
             entry["_key"] = key
+            names.where[key] = where
             names.declare(kind, key, [entry["name"], *_aliases(entry), entry.get("id", "")])
 
 
@@ -350,7 +375,7 @@ def _place(out, names, entry, where):
     out.add(where, "introduce", _text(entry["name"]), "place", _text(entry.get("description"), MAX_TEXT),
             aliases=_aliases(entry), narrator_only=entry.get("narrator_only") is True, data={"id": entry["_key"]})
     for number, feature in enumerate(_bounded(entry.get("features"), f"{where}.features", MAX_FEATURES,
-                                              out.problems), 1):
+                                              out.problems)):
         spot = f"{where}.features[{number}]"
         if _entry(feature, spot, ("name",), out.problems):
             out.add(spot, "feature", entry["_key"], _text(feature["name"]),
@@ -379,7 +404,7 @@ def _items(out, names, entries):
     """Introduce the items holders first (a ring after the box it is in), then give each its opener."""
     problems = out.problems
     pending = {}
-    for number, entry in enumerate(entries, 1):
+    for number, entry in enumerate(entries):
         if isinstance(entry, dict) and entry.get("_key"):
             where = f"items[{number}]"
             holder = names.find(entry.get("holder"), ("place", "character", "item"), f"{where}.holder", problems)
@@ -441,7 +466,7 @@ def _depth_of(key, pending, done):
 def _exits(out, names, entries):
     """Add the exits, each door's two sides joined (``_doors``), in the file's order."""
     read = []
-    for number, entry in enumerate(entries, 1):
+    for number, entry in enumerate(entries):
         where = f"exits[{number}]"
         if not _entry(entry, where, ("from", "to"), out.problems):
             continue
@@ -541,7 +566,7 @@ def _character_state(out, names, entry, where):
         out.add(f"{where}.condition", "set_condition", key, value=_text(condition.get("public"), MAX_TEXT),
                 data=_only(condition, {"inner", "activity", "mood"}))
     relationships = _bounded(entry.get("relationships"), f"{where}.relationships", MAX_RELATIONSHIPS, problems)
-    for number, relation in enumerate(relationships, 1):
+    for number, relation in enumerate(relationships):
         spot = f"{where}.relationships[{number}]"
         if not _entry(relation, spot, ("to",), problems):
             continue
@@ -555,7 +580,7 @@ def _character_state(out, names, entry, where):
         return
     for section, kind in (("locations", "place"), ("items", "item"), ("exits", "exit"), ("lore", "lore")):
         listed = _bounded(knowledge.get(section), f"{where}.knowledge.{section}", MAX_KNOWN, problems)
-        for number, known in enumerate(listed, 1):
+        for number, known in enumerate(listed):
             _known(out, names, key, section, kind, known, f"{where}.knowledge.{section}[{number}]")
 
 
@@ -616,7 +641,7 @@ def _rules(out, names, document, characters):
             else:
                 problems.append(f"characters[{number}].temperament must be an object (valence, arousal, dominance)")
     values = []
-    for number, entry in enumerate(_list(document, "variables", problems), 1):
+    for number, entry in enumerate(_list(document, "variables", problems)):
         where = f"variables[{number}]"
         if not isinstance(entry, dict):
             problems.append(f"{where} must be an object")
@@ -634,18 +659,18 @@ def _rules(out, names, document, characters):
                 values.append((f"{where}.values.{target}", found, entry.get("name", ""), value))
     for where, target, name, value in values:
         out.add(where, "variable_change", target, str(name), data={"to": value})
-    for number, entry in enumerate(_list(document, "dice", problems), 1):
+    for number, entry in enumerate(_list(document, "dice", problems)):
         where = f"dice[{number}]"
         if _entry(entry, where, ("key",), problems):
             out.add(where, "dice_check_define", entry["key"],
                     data=_only(entry, {"name", "use_text", "definition"}))
-    for number, entry in enumerate(_list(document, "routines", problems), 1):
+    for number, entry in enumerate(_list(document, "routines", problems)):
         where = f"routines[{number}]"
         if _entry(entry, where, ("who",), problems):
             who = names.find(entry["who"], ("character",), f"{where}.who", problems)
             if who:
                 out.add(where, "routine_set", who, data={"windows": entry.get("windows")})
-    for number, entry in enumerate(_list(document, "engagements", problems), 1):
+    for number, entry in enumerate(_list(document, "engagements", problems)):
         where = f"engagements[{number}]"
         if not isinstance(entry, dict):
             problems.append(f"{where} must be an object")
@@ -657,7 +682,7 @@ def _rules(out, names, document, characters):
         if entry.get("place"):
             data["place"] = names.find(entry["place"], ("place",), f"{where}.place", problems) or ""
         out.add(where, "engagement", data=data)
-    for number, entry in enumerate(_list(document, "intents", problems), 1):
+    for number, entry in enumerate(_list(document, "intents", problems)):
         where = f"intents[{number}]"
         if _entry(entry, where, ("who",), problems):
             who = names.find(entry["who"], ("character",), f"{where}.who", problems)
@@ -703,7 +728,7 @@ def _stored(out, names, section, kind, value):
         required, references = STORED_ENTRIES[section]
         before = len(problems)
         seen = {}
-        for number, entry in enumerate(value, 1):
+        for number, entry in enumerate(value):
             where = f"{section}[{number}]"
             if not isinstance(entry, dict):
                 problems.append(f"{where} must be an object")
@@ -736,10 +761,11 @@ class Checked:
     outcomes: list
     problems: list
     findings: list
+    report: list = field(default_factory=list)  # the problems and lint errors as Problems, knock-ons folded
 
     @property
     def errors(self):
-        return self.problems + [f"world_lint: {f.text}" for f in self.findings if f.severity == "error"]
+        return [line for problem in self.report for line in problem.lines()]
 
 
 def check(document, protagonist="", *, created_ms=None):
@@ -761,15 +787,144 @@ def check(document, protagonist="", *, created_ms=None):
                               timing.get("max_skip_days", defaults.max_skip_days)) if not problems else defaults
     now = int(datetime.now().timestamp() * 1000) if created_ms is None else created_ms
     if len(built.events) > MAX_EVENTS:
-        return Checked(built, state, [], list(built.problems) + problems, [])
+        problems = list(built.problems) + problems
+        return Checked(built, state, [], problems, [], [Problem(_named(document, p)) for p in problems])
     outcomes = validate_batch(state, [clean(event) for event in built.events], "world",
                               env=rulebook.Env(settings=settings, created_ms=now, wall_ms=now))
-    problems = list(built.problems) + problems
-    for where, outcome in zip(built.where, outcomes):
+    found = [_Found(_named(document, p)) for p in [*built.problems, *problems]]
+    for index, (where, outcome) in enumerate(zip(built.where, outcomes)):
         if outcome.status != "applied":
-            problems.append(f"{where}: {outcome.reason}")
+            found += _located(where, outcome.reason, document, built.events[index], built.declared)
+    problems = [f.text for f in found]
     findings = lint.lint(state) + [lint.Finding("note", "door", text) for text in built.notes]
-    return Checked(built, state, outcomes, problems, findings)
+    report = _fold(found, findings, built, state, document)
+    return Checked(built, state, outcomes, problems, findings, report)
+
+
+@dataclass
+class _Found:
+    """A problem as it was found: its text (path first), and the keys of the world its entry touches."""
+
+    text: str
+    touches: frozenset = frozenset()
+
+
+# An event refused for naming what the file declared but could not make: a knock-on of why it could not.
+_UNKNOWN = re.compile(r"unknown entity '([^']+)'; introduce it first")
+_MADE = re.compile(r"names '([^']+)', which could not be made")
+# The JSON path a problem starts with: section[0].field[2]...
+_PATH = re.compile(r"^([a-z_]+)\[(\d+)\]((?:\.[a-z_]+|\[\d+\])*)")
+
+
+def _located(where, reason, document, event, declared):
+    """Return the Found problems of one refused event: a refusal of the file's triggers (one event) is split into
+    one per trigger, at its place in the file."""
+    touches = frozenset(key for key in (event.get("subject"), event.get("object")) if isinstance(key, str) and key)
+    if where == "triggers" and reason.startswith("the triggers are refused: "):
+        entries = document.get("triggers") or []
+        starts = sorted((reason.find(f"trigger {str(entry.get('id'))!r} is refused: "), index)
+                        for index, entry in enumerate(entries) if isinstance(entry, dict) and entry.get("id"))
+        starts = [(at, index) for at, index in starts if at >= 0]
+        if starts:
+            parts, rest = [], reason[:starts[0][0]].removeprefix("the triggers are refused: ").rstrip("; ")
+            for number, (at, index) in enumerate(starts):
+                end = starts[number + 1][0] if number + 1 < len(starts) else len(reason)
+                text = reason[at:end].rstrip("; ")
+                text = text.split(" is refused: ", 1)[1]
+                parts.append(_Found(_named(document, f"triggers[{index}]: {text}"), touches))
+            return ([_Found(f"triggers: {rest}", touches)] if rest else []) + parts
+    field = _DATA_FIELD.match(reason)
+    if field:  # the event's data field is the entry's own field in the file
+        return [_Found(_named(document, f"{where}.{field.group(1)}{reason[field.end():]}"), touches)]
+    unknown = _UNKNOWN.fullmatch(reason)
+    if unknown and key_for(unknown.group(1)) in declared:  # the file declared it but it could not be made: why,
+        # is a problem of its own, which this one follows from
+        reason = f"names {unknown.group(1)!r}, which could not be made"
+    return [_Found(_named(document, f"{where}: {reason}"), touches)]
+
+
+_DATA_FIELD = re.compile(r"data\.([a-z_]+)(?= )")
+
+
+def _fold(found, findings, built, state, document):
+    """Return the file's problems and lint errors as Problems, each knock-on folded under the problem it follows.
+
+    A thing the file declares but that could not be made (an item held by
+    no one known) has its first problem as the cause; an event refused for
+    naming such a thing, and a lint error about a place, an exit or an item
+    a refused entry touched, follow from that problem.
+    """
+    failed = {key: where for key, where in built.declared.items() if state.entity(key) is None}
+    cause = {}  # index in found -> index of the problem it follows from
+    first_at = {}
+    for index, problem in enumerate(found):
+        path = _PATH.match(problem.text)
+        if path:
+            first_at.setdefault(f"{path.group(1)}[{path.group(2)}]", index)
+    for index, problem in enumerate(found):
+        unknown = _MADE.search(problem.text)
+        key = key_for(unknown.group(1)) if unknown else None
+        origin = first_at.get(failed.get(key, ""), index) if key in failed else index
+        if origin != index:
+            cause[index] = origin
+    def root(index):
+        seen = set()
+        while index in cause and index not in seen:
+            seen.add(index)
+            index = cause[index]
+        return index
+    touched = {}
+    for index, problem in enumerate(found):
+        keys = set(problem.touches)
+        path = _PATH.match(problem.text)
+        if path:
+            keys |= {key for key, where in failed.items() if where == f"{path.group(1)}[{path.group(2)}]"}
+        for key in keys:
+            touched.setdefault(key, root(index))
+    report = {}
+    for index, problem in enumerate(found):
+        if root(index) == index:
+            report[index] = Problem(problem.text)
+    for index, problem in enumerate(found):
+        if root(index) != index:
+            report[root(index)].knock_ons.append(problem.text)
+    loose = []
+    for finding in (f for f in findings if f.severity == "error"):
+        text = f"world_lint: {finding.text}"
+        parts = {part for subject in finding.subjects for part in str(subject).split(":")}
+        origin = next((touched[part] for part in parts if part in touched), None) if found else None
+        if origin is None:
+            loose.append(Problem(text))
+        else:
+            report[origin].knock_ons.append(text)
+    return [*report.values(), *loose]
+
+
+def _named(document, text):
+    """Return ``text`` with the name of the entry its path begins in after the path: "items[3].holder (chest): …"."""
+    path = _PATH.match(text)
+    if not path or not isinstance(document, dict):
+        return text
+    entries = document.get(path.group(1))
+    index = int(path.group(2))
+    entry = entries[index] if isinstance(entries, list) and index < len(entries) else None
+    name = _entry_name(path.group(1), entry)
+    return f"{path.group(0)} ({name}){text[path.end():]}" if name else text
+
+
+def _entry_name(section, entry):
+    """Return what a person calls an entry of ``section``: its name, its id, or what it joins."""
+    if isinstance(entry, str):
+        return entry[:40] + ("…" if len(entry) > 40 else "") if section == "facts" else ""
+    if not isinstance(entry, dict):
+        return ""
+    if section == "exits" and isinstance(entry.get("from"), str) and isinstance(entry.get("to"), str):
+        return f"{entry['from']} → {entry['to']}"[:80]
+    for field in ("name", "id", "key", "who"):
+        value = entry.get(field)
+        if isinstance(value, str) and value.strip():
+            return value.strip()[:60]
+    return ""
 
 
 def fresh_state(protagonist, canon=()):
@@ -829,7 +984,7 @@ def campaign_problems(document, fields=None):
     if not isinstance(rules, list) or len(rules) > MAX_CANON:
         problems.append(f"campaign.canon must be a list of at most {MAX_CANON} rules (text, or {{text, scope}})")
         return problems
-    for number, rule in enumerate(rules, 1):
+    for number, rule in enumerate(rules):
         where = f"campaign.canon[{number}]"
         text = rule if isinstance(rule, str) else rule.get("text") if isinstance(rule, dict) else None
         if not isinstance(text, str):
@@ -872,12 +1027,12 @@ def prepare(owner, document, **fields):
     missing = [name for name in ("title", "protagonist", "opening") if not values.get(name)]
     created_ms = int(datetime.now().timestamp() * 1000)
     checked = check(document, values.get("protagonist", ""), created_ms=created_ms)
-    reasons = checked.errors
+    problems = checked.report
     if missing:
-        reasons = [f"the campaign needs a {', '.join(missing)} (give them in the form or the file's campaign "
-                   "section)", *reasons]
-    if reasons:
-        raise WorldRefused(reasons)
+        problems = [Problem(f"the campaign needs a {', '.join(missing)} (give them in the form or the file's "
+                            "campaign section)"), *problems]
+    if problems:
+        raise WorldRefused(problems)
     tokens.count(values["opening"])  # the tokenizer loads once, before the first transaction rather than inside it
     return Prepared(owner, values, canon, checked, created_ms)
 

@@ -3,7 +3,7 @@ from django.urls import include, path
 
 from campaigns import persona_views
 
-from . import minds_views, narrator_views, replay_views, views
+from . import branch_views, minds_views, narrator_views, replay_views, tidying_views, views
 
 urlpatterns = [
     path("", views.campaign_list, name="campaign_list"),
@@ -18,10 +18,14 @@ urlpatterns = [
     path("campaigns/<int:pk>/story/", views.story_export, name="story_export"),
     path("campaigns/<int:pk>/", views.play, name="play"),
     path("campaigns/<int:pk>/edit/", views.campaign_edit, name="campaign_edit"),
+    path("campaigns/<int:pk>/archive/", tidying_views.archive, name="archive_campaign"),
+    path("campaigns/<int:pk>/unarchive/", tidying_views.unarchive, name="unarchive_campaign"),
+    path("campaigns/<int:pk>/delete/", tidying_views.delete, name="delete_campaign"),
     path("campaigns/<int:pk>/undo/", views.undo, name="undo"),
     path("campaigns/<int:pk>/redo/", views.redo, name="redo"),
     path("campaigns/<int:pk>/save-point/", views.save_point, name="save_point"),
-    path("campaigns/<int:pk>/branches/", views.branches, name="branches"),
+    path("campaigns/<int:pk>/branches/", branch_views.branches, name="branches"),
+    path("campaigns/<int:pk>/branches/<int:branch_pk>/name/", branch_views.name_branch, name="name_branch"),
     path("campaigns/<int:pk>/replays/", replay_views.replay_list, name="replay_list"),
     path("campaigns/<int:pk>/replays/start/", replay_views.replay_start, name="replay_start"),
     path("campaigns/<int:pk>/replays/<int:replay_pk>/stop/", replay_views.replay_stop, name="replay_stop"),

@@ -30,12 +30,12 @@ from campaigns import importing, lineage, playing, rule_views, story, storytime,
 from campaigns import views as campaign_views
 from campaigns.forms import (MAX_ACTION, MAX_DIRECTION, CampaignForm, CanonRuleFormSet, EditCampaignForm,
                              NewCampaignForm, SavePointForm)
-from campaigns.models import NODE_CHARS, Branch, Campaign, Node, OffstageRun, Replay, Round, SavePoint
+from campaigns.models import NODE_CHARS, Branch, Campaign, Node, OffstageRun, Round, SavePoint
 from campaigns.state.time import calendar
 from memory import bank as memory_bank
 from memory import views as memory_views
 
-from . import bundle, editing, llm, narrator_views, replay_views, signin
+from . import bundle, editing, llm, narrator_views, signin
 from .context import player_name, prefix_hash
 from .diagnostics import long_run
 from .steps import away, compaction, memories, postturn
@@ -122,8 +122,10 @@ def _play_body(request, campaign, **extra):
 @login_required
 @require_GET
 def campaign_list(request):
+    campaigns = _campaigns_of(request.user)
     return render(request, "campaigns/campaign_list.html",
-                  {"campaigns": _campaigns_of(request.user), "bundle_limit": bundle.max_bytes()})
+                  {"campaigns": campaigns.filter(archived_at__isnull=True), "bundle_limit": bundle.max_bytes(),
+                   "archived": campaigns.filter(archived_at__isnull=False).order_by("-archived_at")})
 
 
 def _campaigns_of(user):
@@ -165,8 +167,9 @@ def _create_campaign(request, info, busy=False):
         try:
             prepared = worldfile.prepare(request.user, form.cleaned_data["world"], **fields)
         except worldfile.WorldRefused as refusal:
-            form.add_error("world", str(refusal))
+            form.refuse_world(refusal)
         else:
+            form.forget_world()
             token = importing.start(request.user, f"the world of “{prepared.values['title']}”", prepared.rows,
                                     lambda add: prepared.write(progress=add))
             return redirect("import_progress", token)
@@ -177,7 +180,8 @@ def _create_campaign(request, info, busy=False):
         with transaction.atomic():
             campaign.save()
             story.start_campaign(campaign)
-        return redirect("campaign_edit", campaign.pk)
+        return redirect("play", campaign.pk)
+    form.keep_world()  # the page is drawn again, and a browser empties its file input: the file stays chosen here
     return render(request, "campaigns/campaign_form.html", {"form": form, "creating": True})
 
 
@@ -287,30 +291,6 @@ def edit_form(request, pk, node_pk):
         "campaign": campaign, "node": node, "later": editing.later_turns(campaign, node),
         "modes": [(value, label) for value, label in Node.Mode.choices if value != Node.Mode.CONTINUE],
         "action_limit": MAX_ACTION, "reply_limit": NODE_CHARS})
-
-
-@login_required
-@require_GET
-def branches(request, pk):
-    campaign = campaign_views.campaign_for_user(request, pk)
-    path = lineage.path_of(campaign)
-    rows = []
-    replayed = dict(Replay.objects.filter(campaign=campaign).values_list("branch_id", "model"))
-    for branch in Branch.objects.filter(campaign=campaign).select_related("parent"):
-        tip = lineage.tip_depth(branch)
-        last = Node.objects.filter(branch=branch).order_by("-depth").first()
-        rows.append({
-            "branch": branch,
-            "tip": tip,
-            "turns": tip // 2,
-            "last": last,
-            "active": branch.pk == campaign.head_branch_id,
-            "on_path": path.contains(branch.pk, tip),
-            "replayed_by": replayed.get(branch.pk, ""),
-        })
-    save_points = SavePoint.objects.filter(campaign=campaign)
-    return render(request, "campaigns/branches.html", {"campaign": campaign, "rows": rows, "save_points": save_points,
-                                                       **replay_views.replays_context(campaign)})
 
 
 @login_required

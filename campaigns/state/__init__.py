@@ -20,7 +20,7 @@ from .time import rulebook as _rulebook  # noqa: F401
 from .world import authoring as _authoring, offscene as _offscene  # noqa: F401
 from .minds import minds as _minds  # noqa: F401
 from .world import story as _story  # noqa: F401
-from .events import apply_events, correct, record_failure, validate, validate_batch
+from .events import apply_events, correct, correct_together, record_failure, validate, validate_batch
 from .reading import (
     ENTITY_KINDS,
     PROTAGONIST,
@@ -50,6 +50,7 @@ __all__ = [
     "State",
     "apply_events",
     "correct",
+    "correct_together",
     "key_for",
     "normalize",
     "record_failure",

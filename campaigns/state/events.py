@@ -275,6 +275,24 @@ def correct(campaign, user, payload):
     return event
 
 
+def correct_together(campaign, user, payloads):
+    """Apply ``payloads`` by ``user`` at the head in one batch, all or none; return the reasons of those refused.
+
+    What a form makes of one thing (a character with its place, items and
+    routine) is kept whole: when any part is refused, nothing is written, and
+    each refused part's reason comes back, numbered as the parts were given.
+    """
+    with transaction.atomic():
+        head = Campaign.objects.values_list("head_branch_id", "head_depth").get(pk=campaign.pk)
+        node = Node.objects.get(campaign_id=campaign.pk, branch_id=head[0], depth=head[1])
+        events = apply_events(node, payloads, source=StateEvent.Source.CORRECTION, author=user)[:len(payloads)]
+        refused = [(payload, event.reason) for payload, event in zip(payloads, events)
+                   if event.status == StateEvent.Status.REJECTED]
+        if refused:
+            transaction.set_rollback(True)
+    return refused
+
+
 def _authority(source, event=None):
     """A person's correction outranks accepted state; what the application observes never does."""
     if source == StateEvent.Source.CORRECTION and not (event and event.get("type") == "observe"):

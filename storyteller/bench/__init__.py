@@ -11,8 +11,8 @@ This package may import every app; nothing imports it but the command and
 the prefix-reuse test.
 """
 
-from . import (builtin, checkpoint, imports, knowledge, limits, memory, minds, model_work, overhead, page, recording,
-               replay, rules, state, tavern, turn, turn_first, view, voices, world)
+from . import (branches, builtin, checkpoint, imports, knowledge, limits, memory, minds, model_work, overhead, page,
+               recording, replay, rules, state, tavern, turn, turn_first, view, voices, world)
 
 BENCHMARKS = {
     "turn": turn.run,
@@ -32,6 +32,7 @@ BENCHMARKS = {
     "builtin": builtin.run,
     "model-work": model_work.run,
     "limits": limits.run,
+    "branches": branches.run,
     "tavern": tavern.run,
     "replay": replay.run,
     "view": view.run,

@@ -418,7 +418,7 @@ def _write_rows(campaign, bundle, progress, writes):
             parent = row.links["parent"]
             created["branches"].append(Branch.objects.create(
                 campaign=campaign, parent=None if parent is None else created["branches"][parent],
-                fork_depth=row.values.get("fork_depth", -1)))
+                fork_depth=row.values.get("fork_depth", -1), name=row.values.get("name", "")))
         _restore_times(Branch, batch, created["branches"][-len(batch):])
 
     staging.in_batches(bundle.tables["branches"], branches, writes=writes, progress=progress)

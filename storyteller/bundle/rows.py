@@ -185,7 +185,7 @@ CAMPAIGN_LINKS = {"head_branch": ("branches", False)}
 
 # In the order they are written: every link points back to a table already written.
 TABLES = (
-    Table("campaigns", "branches", Branch, "campaign", ("fork_depth", "created_at"),
+    Table("campaigns", "branches", Branch, "campaign", ("fork_depth", "created_at", "name"),
           {"parent": ("branches", True)}),
     Table("campaigns", "nodes", Node, "campaign",
           ("depth", "role", "mode", "text", "direction", "tokens", "tokens_through", "created_at", "thinking", "note"),

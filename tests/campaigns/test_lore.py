@@ -65,10 +65,10 @@ def test_a_world_file_naming_lore_it_does_not_hold_or_an_id_twice_is_refused_wit
     doc["characters"][1]["knowledge"]["lore"] = ["keep-history", "dragons"]
     doc["lore"] = [*LORE, {"id": "Keep History", "title": "Again", "text": "twice"}]
     problems = worldfile.check(doc, PROTAGONIST_LINE).problems
-    assert ("characters[2].knowledge.lore[2]: no entry 'dragons' in the file's lore section (a lorebook's entry is "
-            "named \"<book>:<id>\")") in problems
-    assert ("lore[4].id 'Keep History' is the id of lore[1] too; give each entry its own id (knowledge names an "
-            "entry by it)") in problems
+    assert ("characters[1].knowledge.lore[1] (Mara): no entry 'dragons' in the file's lore section (a lorebook's "
+            "entry is named \"<book>:<id>\")") in problems
+    assert ("lore[3].id (Keep History) 'Keep History' is the id of lore[0] too; give each entry its own id "
+            "(knowledge names an entry by it)") in problems
     doc = lore_keep()
     doc["characters"][1]["knowledge"]["lore"] = ["old-tales:the-flood"]
     assert not worldfile.check(doc, PROTAGONIST_LINE).errors, "a lorebook's entry may be named before it is imported"

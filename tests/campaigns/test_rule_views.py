@@ -117,7 +117,7 @@ def test_a_failed_trigger_shows_why_and_fires_once_reset_after_the_world_is_fixe
 def test_the_campaign_form_checks_the_clock_settings_and_a_mode_switch(client_of, keep):
     url = reverse("campaign_edit", args=[keep.pk])
     form = client_of.get(url).content.decode()
-    assert 'name="time_zone"' in form and 'name="clock_mode"' in form and 'id="story-time"' in form
+    assert 'name="time_zone"' in form and 'name="clock_mode"' in form and 'id="section-advanced"' in form
     fields = {"title": keep.title, "protagonist": keep.protagonist, "point_of_view": "second",
               "prose_length": "medium", "dialogue_density": "medium", "descriptive_richness": "medium",
               "violence_level": "low", "context_token_budget": 4096, "max_output_tokens": 200, "temperature": 0.8,

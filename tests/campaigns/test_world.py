@@ -400,8 +400,8 @@ def test_story_time_sections_become_their_records_or_are_refused_with_every_reas
     bad["moons"] = 2
     problems = worldfile.check(bad, PROTAGONIST_LINE).problems
     assert "clock: clock mode 'sundial' is not simulated or real" in problems
-    assert "routines[1].who: unknown character 'Nobody'" in problems
-    assert "variables[1]: debt: type 'money' is not one of number, flag, choice, text" in problems
+    assert "routines[0].who (Nobody): unknown character 'Nobody'" in problems
+    assert "variables[0] (debt): debt: type 'money' is not one of number, flag, choice, text" in problems
     assert any(p.startswith("unknown section 'moons'") for p in problems)
 
 
@@ -412,7 +412,7 @@ def test_every_broken_reference_and_bad_value_is_reported_at_once():
     doc["items"].append({"name": "pebble", "holder": "Nowhere"})
     doc["characters"][1]["relationships"].append({"to": "Ghost"})
     problems = worldfile.check(doc, PROTAGONIST_LINE).errors
-    assert "exits[7].to: unknown place 'Moon'" in problems
-    assert "exits[8]: data.state must be one of open, locked, blocked, not 'ajar'" in problems
-    assert "items[8].holder: unknown place or character or item 'Nowhere'" in problems
-    assert "characters[2].relationships[2].to: unknown character or faction 'Ghost'" in problems
+    assert "exits[6].to (Hall → Moon): unknown place 'Moon'" in problems
+    assert "exits[7].state (Hall → Tower) must be one of open, locked, blocked, not 'ajar'" in problems
+    assert "items[7].holder (pebble): unknown place or character or item 'Nowhere'" in problems
+    assert "characters[1].relationships[1].to (Mara): unknown character or faction 'Ghost'" in problems

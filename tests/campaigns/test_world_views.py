@@ -150,7 +150,7 @@ def test_a_broken_world_file_is_refused_on_the_page_with_every_reason_and_nothin
     response = client_of.post(reverse("campaign_create"), {**STYLE, "world": upload(doc)})
     page = response.content.decode()
     assert response.status_code == 200
-    assert "exits[7].to: unknown place &#x27;Moon&#x27;" in page and "2 places are called" in page
+    assert "exits[6].to (Hall → Moon): unknown place &#x27;Moon&#x27;" in page and "2 places are called" in page
     bad = client_of.post(reverse("campaign_create"), {**STYLE, "world": upload("x", "bad.json")}).content.decode()
     assert "a world file is a JSON object" in bad
     from django.core.files.uploadedfile import SimpleUploadedFile

@@ -94,7 +94,7 @@ def test_an_exit_unlocked_on_an_abandoned_branch_is_locked_on_the_main_line_unti
 
 
 @pytest.mark.parametrize("breakage,reason", [
-    (lambda doc: doc["exits"].append({"from": "Hall", "to": "Moon"}), "exits[7].to: unknown place 'Moon'"),
+    (lambda doc: doc["exits"].append({"from": "Hall", "to": "Moon"}), "exits[6].to (Hall → Moon): unknown place 'Moon'"),
     (lambda doc: doc["places"].append({"name": "Hall"}), "world_lint: 2 places are called 'Hall' (hall, hall-2)"),
 ])
 def test_a_malformed_world_file_is_refused_with_its_reason_and_nothing_is_stored(owner, breakage, reason):
@@ -147,6 +147,6 @@ def test_a_world_fact_that_contradicts_the_files_own_canon_is_refused(owner):
     doc["facts"] = ["The Keep does not stand on a cliff above the sea."]
     with pytest.raises(worldfile.WorldRefused) as refused:
         worldfile.create_campaign(owner, doc)
-    assert refused.value.reasons == ["facts[1]: contradicts campaign canon (Level 1): "
-                                     "'The Keep stands on a cliff above the sea.'"]
+    assert refused.value.reasons == ["facts[0] (The Keep does not stand on a cliff above…): contradicts campaign "
+                                     "canon (Level 1): 'The Keep stands on a cliff above the sea.'"]
     assert not Campaign.objects.exists()

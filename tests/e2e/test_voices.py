@@ -28,6 +28,7 @@ def start_game(app, page, tmp_path):
     page.wait_for_selector("#story [data-role=opening]")
     play_url = page.url
     page.goto(play_url.rstrip("/") + "/edit/")
+    page.click("#section-voices > summary")
     page.check("input[name=game_master]")
     page.click("form.campaign-form button[type=submit]")
     page.goto(play_url)

@@ -114,7 +114,7 @@ def test_the_progress_page_counts_the_rows_then_opens_the_campaign(client, owner
 @pytest.mark.parametrize("field, value, words", [
     ("opening", "The sea. " * (8 * MiB // 9), f"campaign.opening: Ensure this value has at most {OPENING_CHARS}"),
     ("title", "T" * 5000, "campaign.title: Ensure this value has at most 200 characters"),
-    ("canon", ["A law. " * 7200], "campaign.canon[1].text: Ensure this value has at most 2000 characters"),
+    ("canon", ["A law. " * 7200], "campaign.canon[0].text: Ensure this value has at most 2000 characters"),
 ], ids=["8-MB-opening", "5000-character-title", "50000-character-canon-rule"])
 def test_a_world_files_campaign_section_holds_the_models_own_limits(field, value, words):
     document = lantern_keep()

@@ -202,3 +202,23 @@ async def test_the_recorder_is_offered_the_rules_its_line_uses_and_told_what_the
     assert "- lockpick — Pick a lock: a lock in the way" in prompt and "debt: number" in prompt
     assert "- roll: who" in body["messages"][-1]["content"]
     assert rulebook.variable_value(await now(keep), "mara", "debt") == 20
+
+
+async def test_the_demo_as_shipped_rings_its_midnight_bell_in_played_turns_and_the_narrator_hears_it(
+        owner, narrator_server):
+    from storyteller.management.commands.seed_demo import DEMO_WORLD
+
+    demo, _ = await sync_to_async(worldfile.create_campaign)(owner, json.loads(DEMO_WORLD.read_text()))
+    await sync_to_async(storytime.skip)(demo, owner, {"reason": "the evening wears on", "until_time": "23:59"})
+    for turn in range(3):
+        narrator_server.script(f"The wind rattles the shutters ({turn}).")
+        await play(demo, "wait for midnight")
+    state = await now(demo)
+    assert rulebook.clock_of(state).describe() == "Saturday 29 October 1892, 00:00 at night"
+    assert (state.get("trigger:midnight-bell").value, state.get("trigger:midnight-bell").data["fires"]) == ("fired", 1)
+    assert rulebook.values_of(state)[("world", "unease")] == 4
+    assert not await StateEvent.objects.filter(campaign=demo, status="rejected").aexists()
+    narrator_server.script("A single toll carries over the roofs.")
+    await play(demo, "listen")
+    prompt = narrations(narrator_server)[-1]["messages"][-1]["content"]
+    assert "Pending beat: The cracked chapel bell tolls once at midnight" in prompt

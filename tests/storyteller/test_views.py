@@ -171,7 +171,7 @@ def test_branches_page_lists_every_branch_and_switches(client_of, played):
     story.undo(played)
     act(played, "leave", "You leave.")
     page = client_of.get(reverse("branches", args=[played.pk])).content.decode()
-    assert f'id="branch-{first.pk}"' in page and f'id="branch-{played.head_branch_id}"' in page
+    assert f'data-branch="{first.pk}"' in page and f'data-branch="{played.head_branch_id}"' in page
     client_of.post(reverse("switch_branch", args=[played.pk, first.pk]))
     assert Campaign.objects.get(pk=played.pk).head_branch_id == first.pk
 

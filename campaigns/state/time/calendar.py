@@ -57,14 +57,39 @@ def _zone(name):
     return ZoneInfo(name)
 
 
+# Instants are counted from here in whole milliseconds, on the proleptic Gregorian calendar both ways: no float
+# (a year-1 instant is 6.2e13 ms) and no platform's time functions (some refuse instants before 1970).
+EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
+MS = timedelta(milliseconds=1)
+
+
 def local(ms, tz):
     """Return the aware local datetime of the UTC instant ``ms`` in the time zone named ``tz``."""
-    return datetime.fromtimestamp(ms / 1000, tz=zone(tz))
+    return (EPOCH + timedelta(milliseconds=ms)).astimezone(zone(tz))
 
 
 def to_ms(moment):
     """Return the UTC milliseconds of an aware datetime."""
-    return int(round(moment.timestamp() * 1000))
+    return (moment - EPOCH) // MS
+
+
+def days_from(day, count):
+    """Yield ``day`` and the ``count - 1`` days after it, stopping at the last day a date can be (9999-12-31): a
+    search ahead near the end of story time ends there instead of failing."""
+    for _ in range(count):
+        yield day
+        if day == date.max:
+            return
+        day += timedelta(days=1)
+
+
+def later(day, days):
+    """Return the day ``days`` after ``day``, or refuse one past the last day a date can be."""
+    try:
+        return day + timedelta(days=days)
+    except OverflowError:
+        raise Refused(f"{days} days after {day.isoformat()} is past the last day story time has "
+                      "(31 December 9999)") from None
 
 
 def at_local(day, minute, tz):
@@ -91,11 +116,8 @@ class Rule:
         one = self.fixed()
         if one is not None:
             return one if one >= day else None
-        for offset in range(HORIZON_DAYS):
-            candidate = day + timedelta(days=offset)
-            if self.matches(candidate, calendar):
-                return candidate
-        return None
+        return next((candidate for candidate in days_from(day, HORIZON_DAYS) if self.matches(candidate, calendar)),
+                    None)
 
 
 @dataclass(frozen=True)
@@ -138,7 +160,7 @@ class NthWeekday(Rule):
         if self.year is not None and day.year != self.year:
             return False
         if self.n == -1:
-            return (day + timedelta(days=7)).month != day.month
+            return day.day > _month_end(day.year, day.month).day - 7
         return (day.day - 1) // 7 + 1 == self.n
 
     def fixed(self):
@@ -216,7 +238,9 @@ def nth_weekday(year, month, weekday, n):
 
 
 def _month_end(year, month):
-    return date(year + month // 12, month % 12 + 1, 1) - timedelta(days=1)
+    if month == 12:
+        return date(year, 12, 31)
+    return date(year, month + 1, 1) - timedelta(days=1)
 
 
 def season(day, hemisphere="north"):
@@ -443,13 +467,13 @@ def parse_instant(text, *, now_ms, tz, calendar=None):
             day_text, minute = _clean(found.group(2)), parse_time(found.group(1))
     now = local(now_ms, tz)
     if day_text in _RELATIVE:
-        return at_local(now.date() + timedelta(days=_RELATIVE[day_text]), minute, tz)
+        return at_local(later(now.date(), _RELATIVE[day_text]), minute, tz)
     rule = parse_rule(day_text, calendar)
     day = rule.fixed()
     if day is None:
         day = rule.first_from(now.date(), calendar)
         if day is not None and at_local(day, minute, tz) < now_ms:
-            day = rule.first_from(day + timedelta(days=1), calendar)
+            day = rule.first_from(later(day, 1), calendar) if day < date.max else None
         if day is None:
             raise Refused(f"{str(text)!r} names no day in the next four years")
     return at_local(day, minute, tz)
@@ -483,9 +507,9 @@ def next_time_of_day(now_ms, tz, clock_time, days_later=0):
         raise Refused(f"days_later is {days_later}; it counts days ahead, 0 or more")
     minute = parse_time(clock_time)
     today = local(now_ms, tz).date()
-    target = at_local(today + timedelta(days=days_later), minute, tz)
+    target = at_local(later(today, days_later), minute, tz)
     if days_later == 0 and target <= now_ms:
-        target = at_local(today + timedelta(days=1), minute, tz)
+        target = at_local(later(today, 1), minute, tz)
     return target
 
 
@@ -574,10 +598,9 @@ class Window:
 
     def next_start_day(self, at, calendar=None, horizon_days=14):
         """Return the day of the next start of this window after the Moment ``at``, or None within the horizon."""
-        for offset in range(horizon_days + 1):
+        for offset, day in enumerate(days_from(at.day, horizon_days + 1)):
             if offset == 0 and self.start <= at.minute:
                 continue
-            day = at.day + timedelta(days=offset)
             if self.on_day(day, calendar):
                 return day
         return None

@@ -26,12 +26,13 @@ MAX_SKIP_DAYS = 30
 # Seed 002 时间: the game master hears of an absence of "至少五分钟" (five minutes or more) in real mode.
 ABSENCE_SECONDS = 300
 # Story time's one range, in UTC ms: every instant a world file, a correction or a rule carries is checked
-# against it where it comes in (``instant``), and the clock never leaves it. Python's dates end in 9999; a
-# repeating rule looks up to four years ahead (calendar.HORIZON_DAYS), so the range ends five years before.
-# It starts on the second day of year 1 so every time zone's local reading stays a date. Issue 25 makes every
-# part of the engine keep dates before 1970; this range is the one place that says which dates exist.
-EARLIEST_MS = calendar.to_ms(datetime(1, 1, 2, tzinfo=timezone.utc))
-LATEST_MS = calendar.to_ms(datetime(9994, 12, 31, tzinfo=timezone.utc))
+# against it where it comes in (``instant``), and the clock never leaves it. Dates are the proleptic Gregorian
+# calendar, as far as Python's dates go: year 1 to 9999 (there is no year 10000 to read or say). Each end keeps
+# two days from the edge, so every time zone's local reading of an instant, the day before it (a window that
+# began yesterday) and the day after it are dates; a rule's search ahead stops at the last day
+# (calendar.days_from). The one place that says which dates exist: forms, fields and rules ask it.
+EARLIEST_MS = calendar.to_ms(datetime(1, 1, 3, tzinfo=timezone.utc))
+LATEST_MS = calendar.to_ms(datetime(9999, 12, 30, tzinfo=timezone.utc))
 # The events a clock change is recorded as; their rows are the time log.
 EVENT_TYPES = ("clock_start", "elapse", "skip", "real", "resync", "clock_mode")
 
@@ -131,7 +132,7 @@ def instant(value, what, *, now_ms, tz, cal=None):
 
 
 def _edge(ms):
-    when = datetime.fromtimestamp(ms / 1000, tz=timezone.utc)
+    when = calendar.local(ms, "UTC")
     return f"{when.day} {calendar.MONTH_NAMES[when.month]} {when.year}"
 
 

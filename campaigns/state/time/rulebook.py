@@ -911,8 +911,9 @@ def after_batch(state, outcomes, source, env, *, elsewhere=lambda key: False):
     if state.of_kind("trigger") or state.of_kind("trigger_note"):
         since = next((change["value"] for outcome in [*applied, *extra] for change in outcome.previous
                       if change["slot"] == "clock" and change["value"] is not None), None)
-        checked = validate(state, clean({"type": "trigger_check", "data": {"since": int(since)} if since else {}}),
-                           ENGINE, elsewhere=elsewhere, env=env)
+        # Midnight of 1 January 1970 is 0 ms: a previous time, not none.
+        data = {"since": int(since)} if since is not None else {}
+        checked = validate(state, clean({"type": "trigger_check", "data": data}), ENGINE, elsewhere=elsewhere, env=env)
         if checked.writes or checked.status != "applied":
             extra.append(_engine(checked))
     return extra

@@ -25,7 +25,7 @@ def test_a_new_campaign_has_the_seeds_limits(campaign):
 
 def test_the_edit_page_shows_the_voices_fieldset_and_saves_the_limits(client_of, campaign):
     page = client_of.get(reverse("campaign_edit", args=[campaign.pk])).content.decode()
-    assert 'id="voices"' in page and 'name="max_rounds"' in page and 'name="authoring_consolidate_after"' in page
+    assert 'id="section-voices"' in page and 'name="max_rounds"' in page and 'name="authoring_consolidate_after"' in page
     response = client_of.post(reverse("campaign_edit", args=[campaign.pk]), edit(
         campaign, game_master="on", max_rounds=2, max_characters=3, offstage_per_turn=0, offstage_per_character=1,
         authoring_per_turn=1, authoring_consolidate_after=8, authoring_enabled="on"))
