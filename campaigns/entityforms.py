@@ -66,6 +66,7 @@ class EntityForm(forms.Form):
     def __init__(self, *args, key="", state=None, **kwargs):
         super().__init__(*args, prefix=self.kind, **kwargs)
         self.key, self.state = key, state
+        self.refusals = {}  # what the pipeline refused of rows and lists the form has no one field for
         if key:  # a name stays what it is: the story and its records know the thing by it
             self.fields["name"].disabled = True
             self.fields["name"].help_text = "a name stays as it is; add another in Also called"
