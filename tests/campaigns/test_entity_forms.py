@@ -1,0 +1,227 @@
+"""Characters, places and items made in forms: each makes what it says through typed events, or nothing."""
+
+import pytest
+from django.urls import reverse
+
+from campaigns import lineage, worldfile
+from campaigns.models import StateEvent, StateRecord
+from campaigns.state import selection, state_at
+from campaigns.state.world import lore, world
+from tests.campaigns.test_world import document
+
+
+@pytest.fixture
+def keep(owner):
+    """The Lantern Keep, with a lore entry of its own."""
+    doc = document()
+    doc["lore"] = [{"id": "keep-history", "title": "The Keep's history", "text": "Built by the first wardens."}]
+    campaign, _ = worldfile.create_campaign(owner, doc)
+    return campaign
+
+
+def now(campaign):
+    campaign.refresh_from_db()
+    return state_at(lineage.path_of(campaign), campaign)
+
+
+def post(client, campaign, kind, data, key=""):
+    url = reverse("entity_edit", args=[campaign.pk, kind, key]) if key else reverse("entity_new",
+                                                                                      args=[campaign.pk, kind])
+    return client.post(url, {f"{kind}-{name}": value for name, value in data.items()})
+
+
+def said_by(page, field, words):
+    """Return whether ``words`` are said by ``field``: after it, before the next field (in its rows' fieldset)."""
+    start = page.index(f'data-field="{field}"')
+    end = page.index("</fieldset>", start) if field in ("routine", "features", "exits") else \
+        page.find('data-field="', start + 1)
+    return words in page[start:end if end > 0 else None]
+
+
+def written(campaign):
+    return StateEvent.objects.filter(campaign=campaign).count(), StateRecord.objects.filter(campaign=campaign).count()
+
+
+def corrections(campaign, before):
+    """Return the person's events after event ``before`` (without what the characters then saw: ``observe``)."""
+    events = StateEvent.objects.filter(campaign=campaign, pk__gt=before, source="correction").order_by("pk")
+    return [event for event in events if event.payload["type"] != "observe"]
+
+
+def last_event(campaign):
+    return StateEvent.objects.filter(campaign=campaign).order_by("-pk").values_list("pk", flat=True).first()
+
+
+WREN = {"name": "Wren", "aliases": "the ferrywoman, Ren", "description": "a ferrywoman with tar on her hands",
+        "personality": "dry, patient, counts every coin twice", "brief": "She smuggles letters for the Watch.",
+        "lore": "world:keep-history", "place": "Hall", "carries": "brass lantern\nfolded map",
+        "routine_0_start": "06:00", "routine_0_end": "12:00", "routine_0_place": "Yard",
+        "routine_0_activity": "feeding the hens"}
+
+
+def test_a_character_from_the_form_is_introduced_placed_given_their_things_lore_and_day_by_one_correction(
+        client_of, keep, owner):
+    before = last_event(keep)
+    response = post(client_of, keep, "character", WREN)
+    assert response.status_code == 302
+    assert response["Location"] == reverse("entity_edit", args=[keep.pk, "character", "wren"]) + "?saved=1"
+    events = corrections(keep, before)
+    assert [e.payload["type"] for e in events] == ["introduce", "entity", "move", "introduce", "introduce", "know",
+                                                   "routine_set"]
+    assert all(e.status == StateEvent.Status.APPLIED and e.author == owner for e in events)
+    state = now(keep)
+    wren = state.entity("wren")
+    assert wren.data["aliases"] == ["the ferrywoman", "Ren"] and wren.data["description"] == WREN["description"]
+    assert wren.data["personality"] == WREN["personality"] and wren.data["brief"] == WREN["brief"]
+    assert state.location_of("wren") == "hall"
+    assert sorted(world.item_of(state, key).name for key in world.holders(state)["wren"]) == ["brass lantern",
+                                                                                               "folded map"]
+    assert lore.known_lore(state, "wren") == {"world:keep-history"}
+    assert state.get("routine:wren").data["windows"] == [{"start": "06:00", "end": "12:00", "place": "yard",
+                                                          "activity": "feeding the hens"}]
+    lines = {line.text: line.narrator_only for line in selection.select(state, "").lines}
+    assert lines["Wren's nature: dry, patient, counts every coin twice"] is False
+    assert lines["How to play Wren: She smuggles letters for the Watch."] is True, "the brief is the narrator's"
+    page = client_of.get(response["Location"]).content.decode()
+    assert "Saved. The narrator sees it from the next turn." in page
+    assert 'value="06:00"' in page and "brass lantern\nfolded map" in page and "She smuggles letters" in page
+
+
+def test_editing_a_character_sends_only_what_changed_and_a_thing_taken_off_the_list_is_put_down_where_they_are(
+        client_of, keep):
+    assert post(client_of, keep, "character", WREN).status_code == 302
+    before = last_event(keep)
+    changed = {**WREN, "description": "a ferrywoman, soaked", "carries": "brass lantern", "lore": [],
+               "routine_0_start": "", "routine_0_end": "", "routine_0_place": "", "routine_0_activity": ""}
+    changed.pop("name")
+    response = post(client_of, keep, "character", changed, key="wren")
+    assert response.status_code == 302
+    assert [e.payload["type"] for e in corrections(keep, before)] == ["entity", "set_holder", "unknow", "routine_set"]
+    state = now(keep)
+    assert state.entity("wren").data["description"] == "a ferrywoman, soaked"
+    assert state.entity("wren").data["personality"] == WREN["personality"], "what was not changed stays"
+    [map_key] = [r.subject for r in state.entities() if r.value == "folded map"]
+    assert world.item_of(state, map_key).holder == "hall" and world.item_of(state, map_key).mode == "at"
+    assert lore.known_lore(state, "wren") == set() and state.get("routine:wren") is None
+    again = post(client_of, keep, "character", changed, key="wren")
+    assert "Nothing to save: the form is as the world already is." in again.content.decode()
+
+
+def test_a_place_from_the_form_has_its_features_and_a_locked_door_with_two_sides(client_of, keep):
+    before = last_event(keep)
+    response = post(client_of, keep, "place", {
+        "name": "Boathouse", "description": "a leaning shed over black water",
+        "feature_0_name": "slipway", "feature_0_text": "a slick stone slipway", "feature_0_notable": "on",
+        "feature_1_name": "loose plank", "feature_1_text": "a plank that lifts", "feature_1_hidden": "on",
+        "exit_0_to": "Yard", "exit_0_label": "boathouse door", "exit_0_state": "locked", "exit_0_opener": "iron key",
+        "exit_0_minutes": "2", "exit_0_both_ways": "on"})
+    assert response.status_code == 302
+    assert [e.payload["type"] for e in corrections(keep, before)] == ["introduce", "feature", "feature",
+                                                                      "exit_change"]
+    state = now(keep)
+    features = {r.data["name"]: r for r in world.features_at(state, "boathouse")}
+    assert features["slipway"].data["notable"] and features["loose plank"].data["hidden"]
+    [out] = world.exits_from(state, "boathouse")
+    [back] = [e for e in world.exits_from(state, "yard") if e.to == "boathouse"]
+    for side in (out, back):
+        assert (side.label, side.state, side.opener, side.travel_seconds) == ("boathouse door", "locked", "iron-key",
+                                                                              120)
+    page = client_of.get(response["Location"]).content.decode()
+    assert 'value="boathouse door"' in page and 'value="slipway"' in page
+
+
+def test_editing_a_place_takes_a_feature_away_and_opens_its_door_on_both_sides(client_of, keep):
+    place = {"name": "Boathouse", "feature_0_name": "slipway", "feature_1_name": "loose plank",
+             "exit_0_to": "Yard", "exit_0_label": "boathouse door", "exit_0_state": "locked",
+             "exit_0_opener": "iron key", "exit_0_both_ways": "on"}
+    assert post(client_of, keep, "place", place).status_code == 302
+    [out] = world.exits_from(now(keep), "boathouse")
+    before = last_event(keep)
+    edited = {**place, "feature_1_name": "", "exit_0_state": "open", "exit_0_slot": out.slot}
+    edited.pop("name")
+    assert post(client_of, keep, "place", edited, key="boathouse").status_code == 302
+    assert [e.payload["type"] for e in corrections(keep, before)] == ["retract", "exit_change"]
+    state = now(keep)
+    assert [r.data["name"] for r in world.features_at(state, "boathouse")] == ["slipway"]
+    assert {e.state for e in [*world.exits_from(state, "boathouse"), *[e for e in world.exits_from(state, "yard")
+                                                                       if e.to == "boathouse"]]} == {"open"}
+
+
+def test_an_item_from_the_form_is_where_it_is_said_to_be_and_edited_it_moves(client_of, keep):
+    before = last_event(keep)
+    response = post(client_of, keep, "item", {"name": "tin whistle", "description": "dented", "holder": "Mara",
+                                              "quantity": "2", "condition": "dented", "notable": "on"})
+    assert response.status_code == 302
+    [made] = corrections(keep, before)
+    assert made.payload["type"] == "introduce" and made.payload["data"]["holder"] == "Mara"
+    state = now(keep)
+    whistle = world.item_of(state, "tin-whistle")
+    assert (whistle.holder, whistle.mode, whistle.quantity, whistle.condition, whistle.notable) == (
+        "mara", "carried", 2, "dented", True)
+    before = last_event(keep)
+    assert post(client_of, keep, "item", {"description": "dented", "holder": "chest", "quantity": "2",
+                                          "condition": "polished", "notable": "on"}, key="tin-whistle").status_code == 302
+    assert [e.payload["type"] for e in corrections(keep, before)] == ["item_edit", "set_holder"]
+    whistle = world.item_of(now(keep), "tin-whistle")
+    assert (whistle.holder, whistle.mode, whistle.condition) == ("chest", "in", "polished")
+
+
+@pytest.mark.parametrize("kind,data,field,words", [
+    ("character", {"name": "Mara"}, "name", "already known as"),
+    ("character", {"name": "Wren", "place": "Atlantis"}, "place", "Atlantis"),
+    ("character", {"name": "Wren", "routine_0_start": "06:00", "routine_0_end": "07:00", "routine_0_place": "Moon"},
+     "routine", "unknown place &#x27;Moon&#x27;"),
+    ("character", {"name": "Wren", "personality": "x" * 501}, "personality", "at most 500 characters"),
+    ("place", {"name": "Boathouse", "exit_0_to": "Nowhere"}, "exit_0_to", "is not a known place to make one to"),
+    ("place", {"name": "Boathouse", "exit_0_to": "Yard", "exit_0_state": "locked", "exit_0_opener": "spoon"},
+     "exit_0_to", "spoon"),
+    ("item", {"name": "whistle"}, "holder", "Say where it is, or who holds it"),
+    ("item", {"name": "whistle", "holder": "the moon"}, "holder", "the moon"),
+])
+def test_what_the_world_refuses_is_said_by_its_field_and_nothing_is_written(client_of, keep, kind, data, field,
+                                                                             words):
+    counts = written(keep)
+    response = post(client_of, keep, kind, data)
+    assert response.status_code == 400
+    page = response.content.decode()
+    assert "Nothing was saved." in page and words in page
+    assert said_by(page, field, words), f"{words!r} is said by {field}"
+    assert written(keep) == counts, "nothing is written, not even a refused event"
+
+
+def test_another_persons_campaign_is_not_found_and_neither_is_a_kind_or_thing_that_does_not_exist(
+        client, keep, outsider, client_of):
+    client.force_login(outsider)
+    counts = written(keep)
+    assert client.get(reverse("entities", args=[keep.pk])).status_code == 404
+    for url in (reverse("entity_new", args=[keep.pk, "character"]),
+                reverse("entity_edit", args=[keep.pk, "character", "mara"])):
+        assert client.get(url).status_code == 404
+        assert client.post(url, {"character-name": "Wren", "character-description": "theirs"}).status_code == 404
+    assert written(keep) == counts
+    client.force_login(keep.owner)
+    assert client.get(reverse("entity_new", args=[keep.pk, "dragon"])).status_code == 404
+    assert client.get(reverse("entity_edit", args=[keep.pk, "place", "mara"])).status_code == 404
+    assert client.put(reverse("entity_new", args=[keep.pk, "item"])).status_code == 405
+
+
+def test_the_list_and_the_forms_escape_what_a_person_wrote(client_of, keep):
+    response = post(client_of, keep, "character", {"name": "<script>alert(1)</script>", "description": "<b>bold</b>",
+                                                   "place": "Hall", "personality": "<i>sly</i>"})
+    assert response.status_code == 302
+    listing = client_of.get(reverse("entities", args=[keep.pk])).content.decode()
+    assert "&lt;script&gt;alert(1)&lt;/script&gt;" in listing and "&lt;b&gt;bold&lt;/b&gt;" in listing
+    assert "<script>alert" not in listing and "<b>bold" not in listing
+    form = client_of.get(response["Location"]).content.decode()
+    assert "&lt;i&gt;sly&lt;/i&gt;" in form and "<i>sly" not in form and "<script>alert" not in form
+
+
+def test_the_list_shows_who_is_where_and_links_every_thing_to_its_form(client_of, keep):
+    page = client_of.get(reverse("entities", args=[keep.pk])).content.decode()
+    assert reverse("entity_edit", args=[keep.pk, "character", "mara"]) in page and "at Hall" in page
+    assert reverse("entity_edit", args=[keep.pk, "place", "vault"]) in page
+    assert "iron key" in page and "chest ← Hall" in page
+    for kind in ("character", "place", "item"):
+        assert reverse("entity_new", args=[keep.pk, kind]) in page
+    world_panel = client_of.get(reverse("world_panel", args=[keep.pk])).content.decode()
+    assert reverse("entities", args=[keep.pk]) in world_panel
