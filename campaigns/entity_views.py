@@ -60,7 +60,12 @@ def _where(state, record):
         return f"at {state.name_of(place)}" if place else "nowhere yet"
     if kind == "item":
         item = world.item_of(state, record.subject)
-        return " ← ".join(state.name_of(key) for key in world.holding_chain(state, item.key)[1:]) or "held by nobody"
+        if not item.holder:
+            return "held by nobody"
+        how = {"carried": "carried by", "worn": "worn by", "in": "in the"}.get(item.mode, "at")
+        place = world.place_of(state, item.key)
+        return f"{how} {state.name_of(item.holder)}" + (f", at {state.name_of(place)}" if place and place !=
+                                                          item.holder else "")
     return ""
 
 

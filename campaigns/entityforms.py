@@ -33,8 +33,7 @@ MAX_CARRIED = 20
 EXIT_STATES = (("open", "open"), ("locked", "locked"), ("blocked", "blocked"))
 CONTAINERS = (("", "not a container"), ("open", "an open container"), ("closed", "a closed container"),
               ("locked", "a locked container"))
-MODES = (("", "as its holder has it (lies in a place, carried by someone, inside a container)"),
-         ("carried", "carried"), ("worn", "worn"))
+MODES = (("", "as its holder has it"), ("carried", "carried"), ("worn", "worn"))
 
 
 def _text(label, *, limit=MAX_TEXT, help_text="", rows=0, required=False):
@@ -118,7 +117,8 @@ class CharacterForm(EntityForm):
                   help_text="how to play them, what they hide, what they want: the narrator alone reads it")
     lore = forms.MultipleChoiceField(label="Lore they know", required=False, widget=forms.CheckboxSelectMultiple,
                                      help_text="entries of the world's lore they may recall")
-    place = _name("Where they are", "a place of the world (empty: nowhere yet)", "entity-places")
+    place = _name("Where they are", "a place of the world; left empty, nowhere yet (or where they already are)",
+                  "entity-places")
     carries = _text("What they carry", limit=MAX_CARRIED * (MAX_NAME + 1), rows=3,
                     help_text="one thing a line (a brass lantern); a new line is a new thing in their hands, a "
                               "line taken away is put down where they are")
@@ -128,7 +128,7 @@ class CharacterForm(EntityForm):
         entries = lore.world_lore(self.state) if self.state is not None else []
         self.fields["lore"].choices = [(entry.key, entry.title) for entry in entries]
         if not entries:
-            self.fields["lore"].help_text = "the world has no lore of its own (a world file's lore section)"
+            self.fields["lore"].help_text = "this world has no lore of its own yet (lore comes with a world file)"
 
     def clean_carries(self):
         lines = [line.strip() for line in self.cleaned_data["carries"].splitlines() if line.strip()]
@@ -382,8 +382,9 @@ class ItemForm(EntityForm):
     kind = "item"
     holder = _name("Where it is, or who holds it", "a place, a character, or a container it is in",
                    "entity-holders")
-    mode = forms.ChoiceField(label="How", choices=MODES, required=False)
-    slot = forms.ChoiceField(label="worn on", required=False, help_text="worn: the wear slot")
+    mode = forms.ChoiceField(label="How", choices=MODES, required=False,
+                             help_text="a place has it lying there, a character carries it, a container holds it")
+    slot = forms.ChoiceField(label="worn on", required=False, help_text="worn: which wear slot (finger, head)")
     quantity = forms.IntegerField(label="How many", min_value=1, max_value=1_000_000, initial=1, required=False)
     condition = _text("Its state", help_text="dented, brand new")
     container = forms.ChoiceField(label="A container?", choices=CONTAINERS, required=False)

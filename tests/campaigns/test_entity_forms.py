@@ -220,7 +220,7 @@ def test_the_list_shows_who_is_where_and_links_every_thing_to_its_form(client_of
     page = client_of.get(reverse("entities", args=[keep.pk])).content.decode()
     assert reverse("entity_edit", args=[keep.pk, "character", "mara"]) in page and "at Hall" in page
     assert reverse("entity_edit", args=[keep.pk, "place", "vault"]) in page
-    assert "iron key" in page and "chest ← Hall" in page
+    assert "iron key" in page and "in the chest, at Hall" in page
     for kind in ("character", "place", "item"):
         assert reverse("entity_new", args=[keep.pk, kind]) in page
     world_panel = client_of.get(reverse("world_panel", args=[keep.pk])).content.decode()
