@@ -225,3 +225,36 @@ def test_the_list_shows_who_is_where_and_links_every_thing_to_its_form(client_of
         assert reverse("entity_new", args=[keep.pk, kind]) in page
     world_panel = client_of.get(reverse("world_panel", args=[keep.pk])).content.decode()
     assert reverse("entities", args=[keep.pk]) in world_panel
+
+
+def test_a_world_file_gives_a_character_a_personality_and_a_brief_and_export_writes_them_back():
+    doc = document()
+    doc["characters"][1].update({"personality": "stern, fond of order", "brief": "Mara knows who took the key."})
+    state = worldfile.check(doc, "Edrin, a young cartographer").state
+    assert state.entity("mara").data["personality"] == "stern, fond of order"
+    [mara] = [c for c in worldfile.export(state)["characters"] if c["id"] == "mara"]
+    assert (mara["personality"], mara["brief"]) == ("stern, fond of order", "Mara knows who took the key.")
+    assert worldfile.check(worldfile.export(state), "Edrin").state.entity("mara").data["brief"] == mara["brief"]
+
+
+def test_only_a_character_has_a_personality_and_a_field_left_out_keeps_its_value(keep, owner):
+    from campaigns.state import correct
+
+    refused = correct(keep, owner, {"type": "entity", "subject": "Vault", "data": {"personality": "gloomy"}})
+    assert refused.status == StateEvent.Status.REJECTED and "only a character has personality" in refused.reason
+    correct(keep, owner, {"type": "entity", "subject": "Mara", "data": {"personality": "stern", "brief": "hides it"}})
+    correct(keep, owner, {"type": "entity", "subject": "Mara", "value": "the steward, tired"})
+    mara = now(keep).entity("mara").data
+    assert (mara["description"], mara["personality"], mara["brief"]) == ("the steward, tired", "stern", "hides it")
+    correct(keep, owner, {"type": "entity", "subject": "Mara", "data": {"brief": ""}})
+    assert "brief" not in now(keep).entity("mara").data, "an empty field clears it"
+
+
+def test_a_character_is_told_its_own_nature_but_never_the_game_masters_brief(keep, owner):
+    from campaigns.state import correct
+    from storyteller.voices import briefs
+
+    correct(keep, owner, {"type": "entity", "subject": "Mara",
+                          "data": {"personality": "stern, fond of order", "brief": "She took the key herself."}})
+    text = briefs.compose(now(keep), "mara").text
+    assert "Your nature: stern, fond of order" in text and "took the key" not in text
