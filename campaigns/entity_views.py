@@ -103,6 +103,7 @@ def entity_form(request, pk, kind, key=""):
 
 
 def _page(request, campaign, state, form, *, status=200, **flags):
+    written = entityforms.as_written(state, form.kind, form.key) if form.key else ""
     context = {"campaign": campaign, "form": form, "kind": form.kind, "title": TITLES[form.kind], "key": form.key,
-               **_names(state), **flags}
+               "written": written, **_names(state), **flags}
     return render(request, "campaigns/entity.html", context, status=status)

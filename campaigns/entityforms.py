@@ -13,12 +13,13 @@ of them or none, and hands back each refusal with the field it came from so
 the page shows it there, in the pipeline's own words.
 """
 
+import json
 from dataclasses import dataclass
 
 from django import forms
 from django.db import transaction
 
-from . import ruleforms, storytime
+from . import ruleforms, storytime, worldfile
 from .models import StateEvent
 from .state import apply_events
 from .state.reading import normalize
@@ -449,6 +450,20 @@ def for_item(state, key):
     return {**_initial(state, key), **properties, "container": properties["container"] or "",
             "holder": state.name_of(item.holder) if item.holder else "",
             "mode": item.mode if item.mode in ("carried", "worn") else "", "slot": item.slot}
+
+
+def as_written(state, kind, key):
+    """Return the world file's words for thing ``key`` as JSON text: its entry, and the entries that belong with it
+    (what a character carries and its routine, the ways out of a place), to copy into a world file."""
+    document = worldfile.export(state)
+    sections = {"character": "characters", "place": "places", "item": "items"}
+    written = {sections[kind]: [entry for entry in document.get(sections[kind], []) if entry.get("id") == key]}
+    if kind == "character":
+        written["items"] = [entry for entry in document.get("items", []) if entry.get("holder") == key]
+        written["routines"] = [entry for entry in document.get("routines", []) if entry.get("who") == key]
+    if kind == "place":
+        written["exits"] = [entry for entry in document.get("exits", []) if entry.get("from") == key]
+    return json.dumps({name: entries for name, entries in written.items() if entries}, indent=2, ensure_ascii=False)
 
 
 FORMS = {"character": CharacterForm, "place": PlaceForm, "item": ItemForm}

@@ -85,6 +85,9 @@ def test_a_character_from_the_form_is_introduced_placed_given_their_things_lore_
     page = client_of.get(response["Location"]).content.decode()
     assert "Saved. The narrator sees it from the next turn." in page
     assert 'value="06:00"' in page and "brass lantern\nfolded map" in page and "She smuggles letters" in page
+    written = page.split('<pre id="entity-json">')[1].split("</pre>")[0].replace("&quot;", '"')
+    assert '"personality": "dry, patient, counts every coin twice"' in written and '"name": "folded map"' in written
+    assert '"activity": "feeding the hens"' in written
 
 
 def test_editing_a_character_sends_only_what_changed_and_a_thing_taken_off_the_list_is_put_down_where_they_are(
