@@ -71,6 +71,28 @@ class EntityForm(forms.Form):
             self.fields["name"].disabled = True
             self.fields["name"].help_text = "a name stays as it is; add another in Also called"
 
+    def clean_name(self):
+        name = self.cleaned_data["name"]
+        taken = self.state.resolve(name) if self.state is not None and not self.key else None
+        if taken is not None and not (self.kind == "item" and world.kind_of(self.state, taken) == "item"):
+            raise forms.ValidationError(f"“{name}” is already {_called(self.state, taken)} in this world: choose "
+                                        "another name, or change that one from the list of characters, places and "
+                                        "items.")
+        return name
+
+    def known(self, field, kinds):
+        """Say by ``field`` when what it names is not a ``kinds`` of this world (the pipeline would refuse it too,
+        in its own words; these name what to do)."""
+        name = self.cleaned_data.get(field)
+        if not name or self.state is None:
+            return
+        key = self.state.resolve(name)
+        if key is None or world.kind_of(self.state, key) not in kinds:
+            what = " or ".join(kinds)
+            self.add_error(field, f"There is no {what} called “{name}” in this world"
+                                  + (f" (“{name}” is {_called(self.state, key)})" if key else "")
+                                  + ": choose one it has (the list offers them as you type), or add it first.")
+
     def clean_aliases(self):
         aliases = _aliases(self.cleaned_data["aliases"])
         if len(aliases) > MAX_ALIASES:
@@ -99,6 +121,11 @@ class EntityForm(forms.Form):
             planned.append(("description", {"type": "entity", "subject": self.key, "object": kind,
                                             "value": clean["description"], "aliases": clean["aliases"],
                                             "narrator_only": current.narrator_only}))
+
+
+def _called(state, key):
+    kind = world.kind_of(state, key)
+    return f"{'an' if kind[:1] in 'aeiou' else 'a'} {kind}"
 
 
 def _initial(state, key):
@@ -130,6 +157,13 @@ class CharacterForm(EntityForm):
         self.fields["lore"].choices = [(entry.key, entry.title) for entry in entries]
         if not entries:
             self.fields["lore"].help_text = "this world has no lore of its own yet (lore comes with a world file)"
+
+    def clean(self):
+        clean = super().clean()
+        self.known("place", ("place",))
+        for row in range(ruleforms.WINDOW_ROWS):
+            self.known(f"routine_{row}_place", ("place",))
+        return clean
 
     def clean_carries(self):
         lines = [line.strip() for line in self.cleaned_data["carries"].splitlines() if line.strip()]
@@ -267,6 +301,9 @@ class PlaceForm(EntityForm):
         for row in range(FEATURE_ROWS):
             if not clean.get(f"feature_{row}_name") and clean.get(f"feature_{row}_text"):
                 self.add_error(f"feature_{row}_name", "Give the feature a name (the hearth), or clear the row.")
+        for row in range(EXIT_ROWS):
+            self.known(f"exit_{row}_to", ("place",))
+            self.known(f"exit_{row}_opener", ("item",))
         return clean
 
     def plan(self):
@@ -403,6 +440,9 @@ class ItemForm(EntityForm):
         clean = super().clean()
         if not self.key and not clean.get("holder"):
             self.add_error("holder", "Say where it is, or who holds it: a place, a character or a container.")
+        self.known("holder", ("place", "character", "item"))
+        self.known("opener", ("item",))
+        self.known("owner", ("character", "faction"))
         return clean
 
     def plan(self):

@@ -170,16 +170,19 @@ def test_an_item_from_the_form_is_where_it_is_said_to_be_and_edited_it_moves(cli
 
 
 @pytest.mark.parametrize("kind,data,field,words", [
-    ("character", {"name": "Mara"}, "name", "already known as"),
-    ("character", {"name": "Wren", "place": "Atlantis"}, "place", "Atlantis"),
+    ("character", {"name": "Mara"}, "name", "“Mara” is already a character in this world"),
+    ("character", {"name": "Wren", "place": "Atlantis"}, "place", "There is no place called “Atlantis”"),
+    ("character", {"name": "Wren", "place": "Chest"}, "place", "(“Chest” is an item)"),
     ("character", {"name": "Wren", "routine_0_start": "06:00", "routine_0_end": "07:00", "routine_0_place": "Moon"},
-     "routine", "unknown place &#x27;Moon&#x27;"),
+     "routine_0_place", "There is no place called “Moon”"),
+    ("character", {"name": "Wren", "place": "Hall", "carries": "lamp", "routine_0_start": "25:00",
+                   "routine_0_end": "07:00"}, "routine", "is refused: window 1: start:"),
     ("character", {"name": "Wren", "personality": "x" * 501}, "personality", "at most 500 characters"),
-    ("place", {"name": "Boathouse", "exit_0_to": "Nowhere"}, "exit_0_to", "is not a known place to make one to"),
+    ("place", {"name": "Boathouse", "exit_0_to": "Nowhere"}, "exit_0_to", "There is no place called “Nowhere”"),
     ("place", {"name": "Boathouse", "exit_0_to": "Yard", "exit_0_state": "locked", "exit_0_opener": "spoon"},
-     "exit_0_to", "spoon"),
+     "exit_0_opener", "There is no item called “spoon”"),
     ("item", {"name": "whistle"}, "holder", "Say where it is, or who holds it"),
-    ("item", {"name": "whistle", "holder": "the moon"}, "holder", "the moon"),
+    ("item", {"name": "whistle", "holder": "the moon"}, "holder", "called “the moon”"),
 ])
 def test_what_the_world_refuses_is_said_by_its_field_and_nothing_is_written(client_of, keep, kind, data, field,
                                                                              words):
@@ -189,7 +192,7 @@ def test_what_the_world_refuses_is_said_by_its_field_and_nothing_is_written(clie
     page = response.content.decode()
     assert "Nothing was saved." in page and words in page
     assert said_by(page, field, words), f"{words!r} is said by {field}"
-    assert written(keep) == counts, "nothing is written, not even a refused event"
+    assert written(keep) == counts, "nothing is written, not even a refused event (nor what was made before it)"
 
 
 def test_another_persons_campaign_is_not_found_and_neither_is_a_kind_or_thing_that_does_not_exist(
