@@ -27,7 +27,8 @@ from .state.registry import MAX_ALIASES, MAX_NAME, MAX_TEXT
 from .state.world import lore, world
 
 KINDS = ("character", "place", "item")
-# ▶ Rows a form shows: enough for a room's furniture and its doors; more are added by saving and editing again.
+# ▶ Rows a form holds at most: enough for a room's furniture and its doors (a world file may give more; the form
+# shows the first of them).
 FEATURE_ROWS, EXIT_ROWS = 6, 4
 # What one character starts out carrying, a line each (an item_changes event holds at most 20 operations too).
 MAX_CARRIED = 20
@@ -48,6 +49,16 @@ def _name(label, help_text="", datalist=""):
     if datalist:
         field.widget.attrs["list"] = datalist
     return field
+
+
+# Empty rows a form shows after its filled ones (a new place: two features, two ways); saving shows two more.
+SPARE_ROWS = 2
+
+
+def _shown(rows, filled):
+    """Return the rows the page shows: every filled one, then ``SPARE_ROWS`` empty ones."""
+    last = max((n for n, row in enumerate(rows) if filled(row)), default=-1)
+    return rows[:last + 1 + SPARE_ROWS]
 
 
 def _aliases(text):
@@ -147,7 +158,7 @@ class CharacterForm(EntityForm):
                                      help_text="entries of the world's lore they may recall")
     place = _name("Where they are", "a place of the world; left empty, nowhere yet (or where they already are)",
                   "entity-places")
-    carries = _text("What they carry", limit=MAX_CARRIED * (MAX_NAME + 1), rows=3,
+    carries = _text("What they carry", limit=10_000, rows=3,
                     help_text="one thing a line (a brass lantern); a new line is a new thing in their hands, a "
                               "line taken away is put down where they are")
 
@@ -167,9 +178,11 @@ class CharacterForm(EntityForm):
 
     def clean_carries(self):
         lines = [line.strip() for line in self.cleaned_data["carries"].splitlines() if line.strip()]
-        if len(lines) > MAX_CARRIED:
-            raise forms.ValidationError(f"{len(lines)} things; a character starts with at most {MAX_CARRIED} "
-                                        "(give the rest in the item form).")
+        had = {normalize(item.name) for item in _carried(self.state, self.key)} if self.key else set()
+        new = [line for line in lines if normalize(line) not in had]
+        if len(new) > MAX_CARRIED:
+            raise forms.ValidationError(f"{len(new)} new things at once; give at most {MAX_CARRIED} a save (or "
+                                        "make them in the item form).")
         long = [line for line in lines if len(line) > MAX_NAME]
         if long:
             raise forms.ValidationError(f"{long[0][:40]!r}… is {len(long[0])} characters; a thing's name has at most "
@@ -178,8 +191,8 @@ class CharacterForm(EntityForm):
 
     def windows(self):
         """Return the routine's rows of bound fields: [(start, end, days, place, activity)]."""
-        return [tuple(self[f"routine_{row}_{part}"] for part in ruleforms.RoutineForm.PARTS)
-                for row in range(ruleforms.WINDOW_ROWS)]
+        return _shown([tuple(self[f"routine_{row}_{part}"] for part in ruleforms.RoutineForm.PARTS)
+                       for row in range(ruleforms.WINDOW_ROWS)], lambda row: any(f.value() for f in row))
 
     def routine_windows(self):
         return [{part: self.cleaned_data.get(f"routine_{row}_{part}", "") for part in ruleforms.RoutineForm.PARTS
@@ -284,12 +297,13 @@ class PlaceForm(EntityForm):
 
     def features(self):
         """Return the feature rows' bound fields: [(name, text, notable, hidden)]."""
-        return [tuple(self[f"feature_{row}_{part}"] for part in ("name", "text", "notable", "hidden"))
-                for row in range(FEATURE_ROWS)]
+        return _shown([tuple(self[f"feature_{row}_{part}"] for part in ("name", "text", "notable", "hidden"))
+                       for row in range(FEATURE_ROWS)], lambda row: row[0].value() or row[1].value())
 
     def exits(self):
         """Return the exit rows' bound fields: [(to, label, state, opener, minutes, hidden, both_ways)]."""
-        return [tuple(self[f"exit_{row}_{part}"] for part in EXIT_PARTS) for row in range(EXIT_ROWS)]
+        return _shown([tuple(self[f"exit_{row}_{part}"] for part in EXIT_PARTS) for row in range(EXIT_ROWS)],
+                      lambda row: row[0].value() or row[1].value() or row[-1].value())
 
     def clean(self):
         clean = super().clean()
@@ -311,8 +325,9 @@ class PlaceForm(EntityForm):
         clean, state, planned = self.cleaned_data, self.state, []
         where = self.subject()
         self._described("place", planned)
-        had = {record.data.get("name", ""): record for record in world.features_at(state, self.key)} if self.key \
-            else {}
+        # Only what the form showed may be taken away: a world file's seventh feature is not in it.
+        had = {record.data.get("name", ""): record
+               for record in world.features_at(state, self.key)[:FEATURE_ROWS]} if self.key else {}
         named = set()
         for row in range(FEATURE_ROWS):
             name = clean[f"feature_{row}_name"]
@@ -331,7 +346,7 @@ class PlaceForm(EntityForm):
         for name, record in had.items():
             if normalize(name) not in named:
                 planned.append(("features", {"type": "retract", "object": record.slot}))
-        ways = {exit.slot: exit for exit in world.exits_from(state, self.key)} if self.key else {}
+        ways = {exit.slot: exit for exit in world.exits_from(state, self.key)[:EXIT_ROWS]} if self.key else {}
         shown, changes = set(), []
         for row in range(EXIT_ROWS):
             to, current = clean[f"exit_{row}_to"], ways.get(clean[f"exit_{row}_slot"])
@@ -502,7 +517,7 @@ def as_written(state, kind, key):
         written["items"] = [entry for entry in document.get("items", []) if entry.get("holder") == key]
         written["routines"] = [entry for entry in document.get("routines", []) if entry.get("who") == key]
     if kind == "place":
-        written["exits"] = [entry for entry in document.get("exits", []) if entry.get("from") == key]
+        written["exits"] = [entry for entry in document.get("exits", []) if key in (entry.get("from"), entry.get("to"))]
     return json.dumps({name: entries for name, entries in written.items() if entries}, indent=2, ensure_ascii=False)
 
 

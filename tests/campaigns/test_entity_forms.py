@@ -264,3 +264,21 @@ def test_a_character_is_told_its_own_nature_but_never_the_game_masters_brief(kee
                           "data": {"personality": "stern, fond of order", "brief": "She took the key herself."}})
     text = briefs.compose(now(keep), "mara").text
     assert "Your nature: stern, fond of order" in text and "took the key" not in text
+
+
+def test_what_a_place_has_beyond_the_forms_rows_is_kept_when_the_place_is_edited(owner, client_of):
+    from campaigns import entityforms
+
+    doc = document()
+    [hall] = [p for p in doc["places"] if p["name"] == "Hall"]
+    hall["features"] = [{"name": f"alcove {n}", "text": f"the alcove number {n}"} for n in range(9)]
+    campaign, _ = worldfile.create_campaign(owner, doc)
+    initial = entityforms.for_place(now(campaign), "hall")
+    shown = {name[len("place-"):] if name.startswith("place-") else name: value for name, value in initial.items()}
+    shown["description"] = "a vaulted hall, colder now"
+    shown.pop("name")
+    assert post(client_of, campaign, "place", {k: ("on" if v is True else v) for k, v in shown.items()
+                                               if v not in (False, None)}, key="hall").status_code == 302
+    state = now(campaign)
+    assert state.entity("hall").data["description"] == "a vaulted hall, colder now"
+    assert len(world.features_at(state, "hall")) == 9 and len(world.exits_from(state, "hall")) == 2

@@ -50,7 +50,7 @@ def test_an_author_adds_a_place_a_character_and_an_item_in_forms_and_the_narrato
     fill(page, "character", {"name": "Mara", "place": "Hall"})
     page.click("[data-action=save-character]")
     page.wait_for_selector("#entity-refused")
-    assert "already known as" in page.inner_text("[data-field=name] ~ ul.errorlist")
+    assert "“Mara” is already a character in this world" in page.inner_text("[data-field=name] ~ ul.errorlist")
     fill(page, "character", {"name": "Wren", "aliases": "the ferrywoman",
                              "description": "a ferrywoman with tar on her hands",
                              "personality": "dry and patient, counts every coin twice",
