@@ -108,11 +108,7 @@ class EntityForm(forms.Form):
         aliases = _aliases(self.cleaned_data["aliases"])
         if len(aliases) > MAX_ALIASES:
             raise forms.ValidationError(f"{len(aliases)} other names; at most {MAX_ALIASES}.")
-        long = [a for a in aliases if len(a) > MAX_NAME]
-        if long:
-            raise forms.ValidationError(f"{long[0][:40]!r}… is {len(long[0])} characters; a name has at most "
-                                        f"{MAX_NAME}.")
-        return aliases
+        return _short(aliases, "a name")
 
     def subject(self):
         """Return what the events call this thing: its key once it exists, else the name given."""
@@ -132,6 +128,14 @@ class EntityForm(forms.Form):
             planned.append(("description", {"type": "entity", "subject": self.key, "object": kind,
                                             "value": clean["description"], "aliases": clean["aliases"],
                                             "narrator_only": current.narrator_only}))
+
+
+def _short(names, what):
+    """Return ``names``, or say which is longer than a name may be."""
+    long = [name for name in names if len(name) > MAX_NAME]
+    if long:
+        raise forms.ValidationError(f"“{long[0][:40]}…” is {len(long[0])} characters; {what} has at most {MAX_NAME}.")
+    return names
 
 
 def _called(state, key):
@@ -183,11 +187,7 @@ class CharacterForm(EntityForm):
         if len(new) > MAX_CARRIED:
             raise forms.ValidationError(f"{len(new)} new things at once; give at most {MAX_CARRIED} a save (or "
                                         "make them in the item form).")
-        long = [line for line in lines if len(line) > MAX_NAME]
-        if long:
-            raise forms.ValidationError(f"{long[0][:40]!r}… is {len(long[0])} characters; a thing's name has at most "
-                                        f"{MAX_NAME}.")
-        return lines
+        return _short(lines, "a thing's name")
 
     def windows(self):
         """Return the routine's rows of bound fields: [(start, end, days, place, activity)]."""

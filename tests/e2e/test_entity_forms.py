@@ -4,18 +4,10 @@ import json
 
 import pytest
 
-from tests.campaigns.test_world import document
-from tests.e2e.test_play import _manage, app, connected, fake, page, send, settled  # noqa: F401 — shared fixtures
+from tests.e2e.test_play import app, connected, fake, page, send, settled  # noqa: F401 — shared fixtures
+from tests.e2e.test_world import start_from_world_file
 
 pytestmark = pytest.mark.e2e
-
-
-def world_file(tmp_path):
-    doc = document()
-    doc["campaign"]["title"] = "Lantern Keep (forms)"
-    path = tmp_path / "keep.json"
-    path.write_text(json.dumps(doc))
-    return path
 
 
 def fill(page, kind, values):
@@ -25,11 +17,7 @@ def fill(page, kind, values):
 
 def test_an_author_adds_a_place_a_character_and_an_item_in_forms_and_the_narrator_is_told_of_them(app, fake, page,
                                                                                                     tmp_path):
-    page.goto(_manage(app["env"], "login_link", "--base-url", app["base"]))
-    page.goto(app["base"] + "/campaigns/new/")
-    page.set_input_files("input[name=world]", str(world_file(tmp_path)))
-    page.click("form.campaign-form button[type=submit]")
-    page.wait_for_selector("#story [data-role=opening]")
+    start_from_world_file(app, page, tmp_path)
     play = page.url
     page.wait_for_selector("#world-panel #entity-links a")
     page.click("#entity-links a")
@@ -39,15 +27,15 @@ def test_an_author_adds_a_place_a_character_and_an_item_in_forms_and_the_narrato
     page.click("[data-action=add-place]")
     fill(page, "place", {"name": "Boathouse", "description": "a leaning shed over black water",
                          "feature_0_name": "slipway", "feature_0_text": "a slick stone slipway",
-                         "exit_0_to": "Hall", "exit_0_label": "boathouse door", "exit_0_minutes": "1"})
+                         "exit_0_to": "Corridor", "exit_0_label": "boathouse door", "exit_0_minutes": "1"})
     assert page.is_checked("[name=place-exit_0_both_ways]"), "a way is a door with two sides unless unticked"
     page.click("[data-action=save-place]")
     page.wait_for_selector("#entity-saved")
-    assert page.input_value("[name=place-exit_0_to]") == "Hall"
+    assert page.input_value("[name=place-exit_0_to]") == "Corridor"
 
     page.click("text=All characters, places and items")
     page.click("[data-action=add-character]")
-    fill(page, "character", {"name": "Mara", "place": "Hall"})
+    fill(page, "character", {"name": "Mara", "place": "Corridor"})
     page.click("[data-action=save-character]")
     page.wait_for_selector("#entity-refused")
     assert "“Mara” is already a character in this world" in page.inner_text("[data-field=name] ~ ul.errorlist")
@@ -55,7 +43,7 @@ def test_an_author_adds_a_place_a_character_and_an_item_in_forms_and_the_narrato
                              "description": "a ferrywoman with tar on her hands",
                              "personality": "dry and patient, counts every coin twice",
                              "brief": "She smuggles letters for the Watch; she will not say so.",
-                             "place": "Hall", "carries": "brass lantern"})
+                             "place": "Corridor", "carries": "brass lantern"})
     page.click("[data-action=save-character]")
     page.wait_for_selector("#entity-saved")
     assert page.input_value("[name=character-carries]") == "brass lantern"
@@ -67,7 +55,7 @@ def test_an_author_adds_a_place_a_character_and_an_item_in_forms_and_the_narrato
     page.wait_for_selector("#entity-saved")
     page.click("text=All characters, places and items")
     wren = page.inner_text("[data-kind=character] [data-entity=wren]")
-    assert "at Hall" in wren
+    assert "at Corridor" in wren
     assert "carried by Wren" in page.inner_text("[data-kind=item]")
 
     page.goto(play)
