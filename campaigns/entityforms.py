@@ -91,6 +91,16 @@ class EntityForm(forms.Form):
                                         "items.")
         return name
 
+    def clean(self):
+        clean = super().clean()
+        current = self.state.entity(self.key) if self.key else None
+        if current is not None and current.data.get("aliases") and not clean.get("aliases", True):
+            self.add_error("aliases", "Other names are replaced, never all taken away (the story may know it by "
+                                      "them): give at least one.")
+        if current is not None and current.data.get("description") and not clean.get("description", True):
+            self.add_error("description", "A description is rewritten, never taken away: give the new one.")
+        return clean
+
     def known(self, field, kinds):
         """Say by ``field`` when what it names is not a ``kinds`` of this world (the pipeline would refuse it too,
         in its own words; these name what to do)."""
@@ -356,7 +366,7 @@ class PlaceForm(EntityForm):
                 continue
             data = {"label": clean[f"exit_{row}_label"], "state": clean[f"exit_{row}_state"] or "open",
                     "opener": clean[f"exit_{row}_opener"],
-                    "travel_seconds": (clean[f"exit_{row}_minutes"] or 0) * 60,
+                    "travel_seconds": round((clean[f"exit_{row}_minutes"] or 0) * 60),
                     "hidden": clean[f"exit_{row}_hidden"], "both_ways": clean[f"exit_{row}_both_ways"]}
             if current is None or current.slot not in shown:
                 changes.append((f"exit_{row}_to", {"type": "exit_change", "subject": where, "object": to,
@@ -388,8 +398,9 @@ def _place_fields():
         fields[f"exit_{row}_state"] = forms.ChoiceField(label="is", choices=EXIT_STATES, required=False,
                                                         initial="open")
         fields[f"exit_{row}_opener"] = _name("its key", "the item that locks and unlocks it", "entity-items")
-        fields[f"exit_{row}_minutes"] = forms.IntegerField(label="minutes on the way", required=False, min_value=0,
-                                                           max_value=1440)
+        # Two decimals of a minute hold every whole second (30 s is 0.5, 20 s is 0.33), so a save changes none.
+        fields[f"exit_{row}_minutes"] = forms.DecimalField(label="minutes on the way", required=False, min_value=0,
+                                                           max_value=1440, decimal_places=2, max_digits=6)
         fields[f"exit_{row}_hidden"] = forms.BooleanField(label="hidden", required=False)
         fields[f"exit_{row}_both_ways"] = forms.BooleanField(label="both sides (one door, the same way back)",
                                                              required=False, initial=True)
@@ -404,6 +415,10 @@ def _way(state, exit):
     """Return ``exit`` as the form's fields hold it."""
     return {"label": exit.label, "state": exit.state, "opener": state.name_of(exit.opener) if exit.opener else "",
             "travel_seconds": exit.travel_seconds, "hidden": exit.hidden, "both_ways": _back(state, exit) is not None}
+
+
+def _minutes(seconds):
+    return f"{seconds / 60:.2f}".rstrip("0").rstrip(".") if seconds else ""
 
 
 def _back(state, exit):
@@ -423,7 +438,7 @@ def for_place(state, key):
         way = _way(state, exit)
         initial.update({f"exit_{row}_to": state.name_of(exit.to), f"exit_{row}_label": way["label"],
                         f"exit_{row}_state": way["state"], f"exit_{row}_opener": way["opener"],
-                        f"exit_{row}_minutes": exit.travel_seconds // 60 or None, f"exit_{row}_hidden": exit.hidden,
+                        f"exit_{row}_minutes": _minutes(exit.travel_seconds), f"exit_{row}_hidden": exit.hidden,
                         f"exit_{row}_both_ways": way["both_ways"], f"exit_{row}_slot": exit.slot})
     return initial
 
@@ -455,6 +470,8 @@ class ItemForm(EntityForm):
         clean = super().clean()
         if not self.key and not clean.get("holder"):
             self.add_error("holder", "Say where it is, or who holds it: a place, a character or a container.")
+        if self.key and world.item_of(self.state, self.key).container and not clean.get("container"):
+            self.add_error("container", "Once a container, it stays one: say whether it is open, closed or locked.")
         self.known("holder", ("place", "character", "item"))
         self.known("opener", ("item",))
         self.known("owner", ("character", "faction"))
@@ -479,10 +496,7 @@ class ItemForm(EntityForm):
         now = _properties(state, item)
         changed = {name: value for name, value in wanted.items() if value != now[name]}
         if changed:
-            if changed.get("container", "") is None:
-                changed.pop("container")  # an item stays a container once it is one: open it instead
-            planned += [(next(iter(changed)), {"type": "item_edit", "subject": self.key, "data": changed})] \
-                if changed else []
+            planned.append((next(iter(changed)), {"type": "item_edit", "subject": self.key, "data": changed}))
         holder = state.resolve(clean["holder"]) if clean["holder"] else None
         if clean["holder"] and (holder != item.holder or (clean["mode"] or item.mode) != item.mode
                                 or (clean["slot"] and clean["slot"] != item.slot)):

@@ -182,6 +182,7 @@ def test_an_item_from_the_form_is_where_it_is_said_to_be_and_edited_it_moves(cli
     ("place", {"name": "Boathouse", "exit_0_to": "Yard", "exit_0_state": "locked", "exit_0_opener": "spoon"},
      "exit_0_opener", "There is no item called “spoon”"),
     ("item", {"name": "whistle"}, "holder", "Say where it is, or who holds it"),
+    ("item", {"name": "whistle", "holder": "Hall", "container": "jar"}, "container", "Select a valid choice"),
     ("item", {"name": "whistle", "holder": "the moon"}, "holder", "called “the moon”"),
 ])
 def test_what_the_world_refuses_is_said_by_its_field_and_nothing_is_written(client_of, keep, kind, data, field,
@@ -277,8 +278,29 @@ def test_what_a_place_has_beyond_the_forms_rows_is_kept_when_the_place_is_edited
     shown = {name[len("place-"):] if name.startswith("place-") else name: value for name, value in initial.items()}
     shown["description"] = "a vaulted hall, colder now"
     shown.pop("name")
+    before = last_event(campaign)
     assert post(client_of, campaign, "place", {k: ("on" if v is True else v) for k, v in shown.items()
                                                if v not in (False, None)}, key="hall").status_code == 302
+    assert [e.payload["type"] for e in corrections(campaign, before)] == ["entity"], "only what changed is sent"
     state = now(campaign)
+    assert {e.to: e.travel_seconds for e in world.exits_from(state, "hall")} == {"corridor": 30, "yard": 60}
     assert state.entity("hall").data["description"] == "a vaulted hall, colder now"
     assert len(world.features_at(state, "hall")) == 9 and len(world.exits_from(state, "hall")) == 2
+
+
+def test_what_the_engine_keeps_once_given_is_refused_in_words_when_a_form_would_take_it_away(client_of, keep):
+    from campaigns import entityforms
+
+    def edit(kind, key, **changes):
+        initial = {**entityforms.INITIAL[kind](now(keep), key), **changes}
+        initial.pop("name")
+        return post(client_of, keep, kind, {k: ("on" if v is True else v) for k, v in initial.items()
+                                            if v not in (False, None)}, key=key)
+
+    assert edit("character", "mara", aliases="the steward").status_code == 302
+    counts = written(keep)
+    page = edit("character", "mara", aliases="")
+    assert page.status_code == 400 and said_by(page.content.decode(), "aliases", "never all taken away")
+    page = edit("item", "chest", container="").content.decode()
+    assert said_by(page, "container", "Once a container, it stays one")
+    assert written(keep) == counts
