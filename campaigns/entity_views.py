@@ -79,14 +79,14 @@ def entity_form(request, pk, kind, key=""):
     state = _head(campaign)
     if key and world.kind_of(state, key) != kind:
         raise Http404(f"no such {kind} on this line of the story")
-    Form = entityforms.FORMS[kind]
     initial = entityforms.INITIAL[kind](state, key) if key else {}
     if request.method == "GET":
-        form = Form(initial=initial, key=key, state=state)
+        form = entityforms.FORMS[kind](initial=initial, key=key, state=state)
         return _page(request, campaign, state, form, saved=request.GET.get("saved") == "1")
-    form = Form(request.POST, initial=initial, key=key, state=state)
-    if not form.is_valid():
-        return _page(request, campaign, state, form, status=400)
+    form, json_error = entityforms.posted(kind, request.POST, state=state, key=key, initial=initial)
+    if json_error or "show" in request.POST or not form.is_valid():
+        return _page(request, campaign, state, form, json_error=json_error,
+                     status=400 if json_error or (form.errors and "show" not in request.POST) else 200)
     planned = form.plan()
     if not planned:
         return _page(request, campaign, state, form, unchanged=True)
@@ -103,7 +103,6 @@ def entity_form(request, pk, kind, key=""):
 
 
 def _page(request, campaign, state, form, *, status=200, **flags):
-    written = entityforms.as_written(state, form.kind, form.key) if form.key else ""
     context = {"campaign": campaign, "form": form, "kind": form.kind, "title": TITLES[form.kind], "key": form.key,
-               "written": written, **_names(state), **flags}
+               "document": entityforms.document_text(form), **_names(state), **flags}
     return render(request, "campaigns/entity.html", context, status=status)

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from django import forms
 from django.db import transaction
 
-from . import ruleforms, storytime, worldfile
+from . import ruleforms, storytime
 from .models import StateEvent
 from .state import apply_events
 from .state.reading import normalize
@@ -521,18 +521,188 @@ def for_item(state, key):
             "mode": item.mode if item.mode in ("carried", "worn") else "", "slot": item.slot}
 
 
-def as_written(state, kind, key):
-    """Return the world file's words for thing ``key`` as JSON text: its entry, and the entries that belong with it
-    (what a character carries and its routine, the ways out of a place), to copy into a world file."""
-    document = worldfile.export(state)
-    sections = {"character": "characters", "place": "places", "item": "items"}
-    written = {sections[kind]: [entry for entry in document.get(sections[kind], []) if entry.get("id") == key]}
-    if kind == "character":
-        written["items"] = [entry for entry in document.get("items", []) if entry.get("holder") == key]
-        written["routines"] = [entry for entry in document.get("routines", []) if entry.get("who") == key]
-    if kind == "place":
-        written["exits"] = [entry for entry in document.get("exits", []) if key in (entry.get("from"), entry.get("to"))]
-    return json.dumps({name: entries for name, entries in written.items() if entries}, indent=2, ensure_ascii=False)
+# --- the same as JSON -----------------------------------------------------------------------------------------------
+
+# The world file's sections each kind's JSON holds, the first naming the thing itself (docs/world-files.md).
+SECTIONS = {"character": ("characters", "items", "routines"), "place": ("places", "exits"), "item": ("items",)}
+JSON_CHARS = 20_000
+_FLAGS = ("notable", "hidden")
+
+
+def document(form):
+    """Return the world file's sections the form's fields make now (its JSON view): names, not keys."""
+    v = {name: form[name].value() for name in form.fields}
+    entry = _kept({"name": v["name"] or "", "aliases": _aliases(v["aliases"]), "description": v["description"]})
+    if form.kind == "character":
+        entry.update(_kept({"personality": v["personality"], "brief": v["brief"], "place": v["place"],
+                            "knowledge": _kept({"lore": list(v["lore"] or [])})}))
+        routine = [_kept({part: v[f"routine_{row}_{part}"] for part in ruleforms.RoutineForm.PARTS})
+                   for row in range(ruleforms.WINDOW_ROWS)]
+        return _kept({"characters": [entry],
+                      "items": [{"name": line.strip(), "holder": entry["name"]}
+                                for line in (v["carries"] or "").splitlines() if line.strip()],
+                      "routines": [{"who": entry["name"], "windows": [w for w in routine if w]}]
+                      if any(routine) else []})
+    if form.kind == "place":
+        entry["features"] = [_kept({"name": v[f"feature_{row}_name"], "text": v[f"feature_{row}_text"],
+                                    **{flag: bool(v[f"feature_{row}_{flag}"]) for flag in _FLAGS}})
+                             for row in range(FEATURE_ROWS) if v[f"feature_{row}_name"]]
+        exits = [_kept({"from": entry["name"], "to": v[f"exit_{row}_to"], "label": v[f"exit_{row}_label"],
+                        "state": v[f"exit_{row}_state"] or "open", "opener": v[f"exit_{row}_opener"],
+                        "travel_seconds": _seconds(v[f"exit_{row}_minutes"]), "hidden": bool(v[f"exit_{row}_hidden"]),
+                        "both_ways": bool(v[f"exit_{row}_both_ways"])})
+                 for row in range(EXIT_ROWS) if v[f"exit_{row}_to"]]
+        return _kept({"places": [_kept(entry)], "exits": exits})
+    entry.update(_kept({"holder": v["holder"], "mode": v["mode"], "slot": v["slot"], "condition": v["condition"],
+                        "container": v["container"], "opener": v["opener"], "owner": v["owner"],
+                        **{flag: bool(v[flag]) for flag in _FLAGS}}))
+    quantity = _number(v["quantity"])
+    if quantity not in (None, 1):
+        entry["quantity"] = quantity
+    return {"items": [entry]}
+
+
+def _kept(entry):
+    return {key: value for key, value in entry.items() if value not in ("", None, False, [], {})}
+
+
+def _number(value):
+    try:
+        return float(value) if "." in str(value) else int(value)
+    except (TypeError, ValueError):
+        return None if value in ("", None) else value
+
+
+def _seconds(minutes):
+    number = _number(minutes)
+    return round(number * 60) if isinstance(number, (int, float)) else None
+
+
+def document_text(form):
+    return json.dumps(document(form), indent=2, ensure_ascii=False)
+
+
+def read_document(kind, text):
+    """Return the form's posted values (unprefixed) that the JSON ``text`` gives, or raise ValueError in words."""
+    if len(text) > JSON_CHARS:
+        raise ValueError(f"the JSON is {len(text):,} characters; the form reads at most {JSON_CHARS:,}")
+    try:
+        doc = json.loads(text or "{}")
+    except ValueError as error:
+        raise ValueError(f"it is not JSON ({error})") from None
+    sections = SECTIONS[kind]
+    if not isinstance(doc, dict) or set(doc) - set(sections):
+        raise ValueError(f"it holds the sections {', '.join(sections)} and nothing else")
+    main = doc.get(sections[0])
+    if not isinstance(main, list) or len(main) != 1 or not isinstance(main[0], dict):
+        raise ValueError(f"{sections[0]} is a list of one entry: this {kind}")
+    entry = main[0]
+    allowed = {"character": {"name", "aliases", "description", "personality", "brief", "place", "knowledge"},
+               "place": {"name", "aliases", "description", "features"},
+               "item": {"name", "aliases", "description", "holder", "mode", "slot", "quantity", "condition",
+                        "container", "opener", "owner", "notable", "hidden"}}[kind]
+    _only_keys(entry, allowed, f"{sections[0]}[0]")
+    values = {"name": _str(entry.get("name")), "aliases": ", ".join(_str(a) for a in _list(entry.get("aliases"))),
+              "description": _str(entry.get("description"))}
+    return values | {"character": _character_values, "place": _place_values, "item": _item_values}[kind](doc, entry)
+
+
+def _only_keys(entry, allowed, where):
+    if not isinstance(entry, dict):
+        raise ValueError(f"{where} is an object")
+    unknown = sorted(set(entry) - allowed)
+    if unknown:
+        raise ValueError(f"{where} has {', '.join(unknown)}, which the form has no field for (it has "
+                         f"{', '.join(sorted(allowed))}); a world file can say more")
+
+
+def _str(value):
+    return "" if value is None else str(value)
+
+
+def _list(value):
+    return value if isinstance(value, list) else []
+
+
+def _character_values(doc, entry):
+    knowledge = entry.get("knowledge") if isinstance(entry.get("knowledge"), dict) else {}
+    _only_keys(knowledge, {"lore"}, "characters[0].knowledge")
+    lore_keys = [lore.lore_key(k.get("name", "") if isinstance(k, dict) else k) for k in _list(knowledge.get("lore"))]
+    values = {"personality": _str(entry.get("personality")), "brief": _str(entry.get("brief")),
+              "place": _str(entry.get("place")), "lore": lore_keys}
+    for n, item in enumerate(_list(doc.get("items"))):
+        _only_keys(item, {"name", "holder"}, f"items[{n}]")
+    values["carries"] = "\n".join(_str(item.get("name")) for item in _list(doc.get("items")))
+    routines = _list(doc.get("routines"))
+    windows = _list(routines[0].get("windows")) if routines and isinstance(routines[0], dict) else []
+    if len(windows) > ruleforms.WINDOW_ROWS:
+        raise ValueError(f"the form holds {ruleforms.WINDOW_ROWS} lines of a routine, not {len(windows)}")
+    for row, window in enumerate(windows):
+        _only_keys(window, set(ruleforms.RoutineForm.PARTS), f"routines[0].windows[{row}]")
+        values.update({f"routine_{row}_{part}": _str(window.get(part)) for part in ruleforms.RoutineForm.PARTS})
+    return values
+
+
+def _place_values(doc, entry):
+    features, exits = _list(entry.get("features")), _list(doc.get("exits"))
+    if len(features) > FEATURE_ROWS or len(exits) > EXIT_ROWS:
+        raise ValueError(f"the form holds {FEATURE_ROWS} features and {EXIT_ROWS} ways")
+    values = {}
+    for row, feature in enumerate(features):
+        _only_keys(feature, {"name", "text", *_FLAGS}, f"places[0].features[{row}]")
+        values.update({f"feature_{row}_name": _str(feature.get("name")), f"feature_{row}_text": _str(feature.get(
+            "text")), **{f"feature_{row}_{flag}": feature.get(flag) is True for flag in _FLAGS}})
+    for row, way in enumerate(exits):
+        _only_keys(way, {"from", "to", "label", "state", "opener", "travel_seconds", "hidden", "both_ways"},
+                   f"exits[{row}]")
+        seconds = way.get("travel_seconds") or 0
+        values.update({f"exit_{row}_to": _str(way.get("to")), f"exit_{row}_label": _str(way.get("label")),
+                       f"exit_{row}_state": _str(way.get("state") or "open"),
+                       f"exit_{row}_opener": _str(way.get("opener")),
+                       f"exit_{row}_minutes": _minutes(seconds) if isinstance(seconds, int) else _str(seconds),
+                       f"exit_{row}_hidden": way.get("hidden") is True,
+                       f"exit_{row}_both_ways": way.get("both_ways") is True})
+    return values
+
+
+def _item_values(doc, entry):
+    values = {name: _str(entry.get(name)) for name in ("holder", "mode", "slot", "condition", "container", "opener",
+                                                       "owner")}
+    return values | {"quantity": _str(entry.get("quantity", 1)), **{flag: entry.get(flag) is True for flag in _FLAGS}}
+
+
+def posted(kind, data, *, state, key, initial):
+    """Return (the form as posted, what is wrong with its JSON or ""): read from its JSON when the person changed
+    the JSON since it was shown, the ways of a place matched to those it has by where they lead and their door."""
+    prefix = f"{kind}-"
+    text, shown = (data.get(f"{prefix}{name}", "").replace("\r\n", "\n").strip() for name in ("json", "json_shown"))
+    if not text or text == shown or _same_json(text, shown):
+        return FORMS[kind](data, initial=initial, key=key, state=state), ""
+    try:
+        values = read_document(kind, text)
+    except ValueError as error:
+        return FORMS[kind](data, initial=initial, key=key, state=state), (
+            f"The JSON cannot be read: {error}. The form still shows what it had; correct the JSON, or change the "
+            "form and the JSON follows.")
+    if kind == "place" and key:
+        for row in range(EXIT_ROWS):
+            way = _matching_way(state, key, values.get(f"exit_{row}_to", ""), values.get(f"exit_{row}_label", ""))
+            values[f"exit_{row}_slot"] = way.slot if way else ""
+    form_data = {f"{prefix}{name}": value for name, value in values.items() if value not in (False, None)}
+    form_data = {name: ("on" if value is True else value) for name, value in form_data.items()}
+    return FORMS[kind](form_data, initial=initial, key=key, state=state), ""
+
+
+def _same_json(one, other):
+    try:
+        return json.loads(one) == json.loads(other)
+    except ValueError:
+        return False
+
+
+def _matching_way(state, origin, to, label):
+    target = state.resolve(to) if to else None
+    return next((way for way in world.exits_from(state, origin) if way.to == target and way.label == label), None)
 
 
 FORMS = {"character": CharacterForm, "place": PlaceForm, "item": ItemForm}

@@ -1,5 +1,7 @@
 """Characters, places and items made in forms: each makes what it says through typed events, or nothing."""
 
+import json
+
 import pytest
 from django.urls import reverse
 
@@ -85,7 +87,7 @@ def test_a_character_from_the_form_is_introduced_placed_given_their_things_lore_
     page = client_of.get(response["Location"]).content.decode()
     assert "Saved. The narrator sees it from the next turn." in page
     assert 'value="06:00"' in page and "brass lantern\nfolded map" in page and "She smuggles letters" in page
-    written = page.split('<pre id="entity-json">')[1].split("</pre>")[0].replace("&quot;", '"')
+    written = page.split('<textarea id="entity-json"')[1].split("</textarea>")[0].replace("&quot;", '"')
     assert '"personality": "dry, patient, counts every coin twice"' in written and '"name": "folded map"' in written
     assert '"activity": "feeding the hens"' in written
 
@@ -303,4 +305,62 @@ def test_what_the_engine_keeps_once_given_is_refused_in_words_when_a_form_would_
     assert page.status_code == 400 and said_by(page.content.decode(), "aliases", "never all taken away")
     page = edit("item", "chest", container="").content.decode()
     assert said_by(page, "container", "Once a container, it stays one")
+    assert written(keep) == counts
+
+
+def json_post(client, campaign, kind, doc, key="", show=False):
+    url = reverse("entity_edit", args=[campaign.pk, kind, key]) if key else reverse("entity_new",
+                                                                                      args=[campaign.pk, kind])
+    data = {f"{kind}-json": doc if isinstance(doc, str) else json.dumps(doc), f"{kind}-json_shown": "{}"}
+    return client.post(url, {**data, **({"show": "1"} if show else {})})
+
+
+WREN_JSON = {"characters": [{"name": "Wren", "personality": "dry", "place": "Hall",
+                             "knowledge": {"lore": ["keep-history"]}}],
+             "items": [{"name": "brass lantern", "holder": "Wren"}],
+             "routines": [{"who": "Wren", "windows": [{"start": "06:00", "end": "09:00", "place": "Yard"}]}]}
+
+
+def test_the_json_view_shown_in_the_form_fills_its_fields_and_saving_it_makes_the_same_character(client_of, keep):
+    counts = written(keep)
+    shown = json_post(client_of, keep, "character", WREN_JSON, show=True)
+    page = shown.content.decode()
+    assert shown.status_code == 200 and written(keep) == counts, "shown, not saved"
+    assert 'name="character-name" value="Wren"' in page and 'name="character-place" value="Hall"' in page
+    assert "checked" in page.split('data-field="lore"')[1].split("</div>")[0]
+    assert ">\nbrass lantern</textarea>" in page and 'name="character-routine_0_place" value="Yard"' in page
+    assert '&quot;personality&quot;: &quot;dry&quot;' in page, "the JSON view follows the form"
+    assert json_post(client_of, keep, "character", WREN_JSON).status_code == 302
+    state = now(keep)
+    assert state.entity("wren").data["personality"] == "dry" and state.location_of("wren") == "hall"
+    assert lore.known_lore(state, "wren") == {"world:keep-history"}
+    assert state.get("routine:wren").data["windows"][0]["place"] == "yard"
+
+
+def test_the_json_view_of_a_place_changes_its_way_in_place_rather_than_making_another(client_of, keep):
+    page = client_of.get(reverse("entity_edit", args=[keep.pk, "place", "corridor"])).content.decode()
+    text = page.split('<textarea id="entity-json"')[1].split(">", 1)[1].split("</textarea>")[0]
+    doc = json.loads(text.replace("&quot;", '"').replace("&#x27;", "'").replace("&amp;", "&"))
+    [door] = [way for way in doc["exits"] if way.get("label") == "iron door"]
+    door["state"] = "open"
+    before = last_event(keep)
+    assert json_post(client_of, keep, "place", doc, key="corridor").status_code == 302
+    assert [e.payload["type"] for e in corrections(keep, before)] == ["exit_change"]
+    state = now(keep)
+    assert [e.state for e in world.exits_from(state, "corridor") if e.label == "iron door"] == ["open"]
+    assert len(world.exits_from(state, "corridor")) == 2
+
+
+@pytest.mark.parametrize("text,words", [
+    ("{not json", "it is not JSON"),
+    (json.dumps({"characters": [{"name": "Wren", "wings": 2}]}), "characters[0] has wings, which the form has no"),
+    (json.dumps({"characters": [{"name": "Wren"}], "dragons": []}), "it holds the sections characters, items, "
+                                                                   "routines and nothing else"),
+    (json.dumps({"characters": []}), "characters is a list of one entry"),
+])
+def test_json_the_form_cannot_read_is_refused_in_words_and_nothing_is_written(client_of, keep, text, words):
+    counts = written(keep)
+    response = json_post(client_of, keep, "character", text)
+    page = response.content.decode().replace("&#x27;", "'")
+    assert response.status_code == 400 and "The JSON cannot be read: " in page and words in page
     assert written(keep) == counts
