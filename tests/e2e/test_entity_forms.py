@@ -47,6 +47,21 @@ def test_an_author_adds_a_place_a_character_and_an_item_in_forms_and_the_narrato
     page.click("[data-action=save-character]")
     page.wait_for_selector("#entity-saved")
     assert page.input_value("[name=character-carries]") == "brass lantern"
+    page.fill("[name=character-description]", "a ferrywoman with tar on her hands, soaked")
+    page.click("[data-action=save-character]")
+    page.wait_for_selector("#entity-saved")
+    assert page.input_value("[name=character-description]").endswith("soaked"), "a field's change is not lost"
+    page.click("summary:has-text('Advanced: the same as JSON')")
+    shown = json.loads(page.input_value("#entity-json"))
+    assert shown["characters"][0]["description"].endswith("soaked") and shown["items"] == [
+        {"name": "brass lantern", "holder": "Wren"}]
+    shown["characters"][0]["description"] = "a ferrywoman with tar on her hands"
+    page.fill("#entity-json", json.dumps(shown, indent=2))
+    page.click("[data-action=show-json]")
+    page.wait_for_selector("[name=character-description]")
+    assert page.input_value("[name=character-description]") == "a ferrywoman with tar on her hands"
+    page.click("[data-action=save-character]")
+    page.wait_for_selector("#entity-saved")
 
     page.click("text=All characters, places and items")
     page.click("[data-action=add-item]")
