@@ -103,6 +103,9 @@ def entity_form(request, pk, kind, key=""):
 
 
 def _page(request, campaign, state, form, *, status=200, **flags):
+    shown = entityforms.document_text(form)
+    # JSON the form could not read stays as the person wrote it, to be corrected rather than typed again.
+    written = request.POST.get(f"{form.kind}-json", shown) if flags.get("json_error") else shown
     context = {"campaign": campaign, "form": form, "kind": form.kind, "title": TITLES[form.kind], "key": form.key,
-               "document": entityforms.document_text(form), **_names(state), **flags}
+               "document": written, "document_shown": shown, **_names(state), **flags}
     return render(request, "campaigns/entity.html", context, status=status)

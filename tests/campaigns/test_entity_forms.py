@@ -363,4 +363,6 @@ def test_json_the_form_cannot_read_is_refused_in_words_and_nothing_is_written(cl
     response = json_post(client_of, keep, "character", text)
     page = response.content.decode().replace("&#x27;", "'")
     assert response.status_code == 400 and "The JSON cannot be read: " in page and words in page
+    kept = response.content.decode().split('<textarea id="entity-json"')[1].split(">", 1)[1].split("</textarea>")[0]
+    assert kept.replace("&quot;", '"') == text, "the JSON as written is kept to be corrected"
     assert written(keep) == counts
