@@ -682,8 +682,8 @@ def posted(kind, data, *, state, key, initial):
         values = read_document(kind, text)
     except ValueError as error:
         return FORMS[kind](data, initial=initial, key=key, state=state), (
-            f"The JSON cannot be read: {error}. The form still shows what it had; correct the JSON, or change the "
-            "form and the JSON follows.")
+            f"The JSON cannot be read: {error}. The form still shows what it had: correct the JSON, or empty its "
+            "box to go on with the form.")
     if kind == "place" and key:
         for row in range(EXIT_ROWS):
             way = _matching_way(state, key, values.get(f"exit_{row}_to", ""), values.get(f"exit_{row}_label", ""))
