@@ -11,6 +11,11 @@ Nothing here judges whether the world makes sense: ``save`` runs the events
 through the one write path as a person's correction (``apply_events``), all
 of them or none, and hands back each refusal with the field it came from so
 the page shows it there, in the pipeline's own words.
+
+Like the rule forms (``ruleforms``), each form has its JSON one fold away:
+``document()`` is the world file's sections its fields make now, and
+``posted()`` reads a form from that JSON when the person edited it, so the
+two are views of the same thing.
 """
 
 import json
