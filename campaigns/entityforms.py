@@ -379,6 +379,9 @@ class PlaceForm(EntityForm):
             elif _way(state, current) != data:
                 changes.append((f"exit_{row}_to", {"type": "exit_change", "subject": where, "object": current.key,
                                                    "data": data}))
+                back = _back(state, current)
+                if back is not None and not data["both_ways"]:  # one way now: the way back goes
+                    changes.append((f"exit_{row}_both_ways", {"type": "retract", "object": back.slot}))
         for slot, exit in ways.items():
             if slot not in shown:  # cleared, or led elsewhere: this way goes, and its other side with it
                 planned += [("exits", {"type": "retract", "object": way.slot}) for way in (exit, _back(state, exit))

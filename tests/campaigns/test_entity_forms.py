@@ -150,6 +150,11 @@ def test_editing_a_place_takes_a_feature_away_and_opens_its_door_on_both_sides(c
     assert [r.data["name"] for r in world.features_at(state, "boathouse")] == ["slipway"]
     assert {e.state for e in [*world.exits_from(state, "boathouse"), *[e for e in world.exits_from(state, "yard")
                                                                        if e.to == "boathouse"]]} == {"open"}
+    one_way = {**edited, "exit_0_both_ways": ""}
+    assert post(client_of, keep, "place", one_way, key="boathouse").status_code == 302
+    state = now(keep)
+    assert len(world.exits_from(state, "boathouse")) == 1, "the way out stays"
+    assert not [e for e in world.exits_from(state, "yard") if e.to == "boathouse"], "the way back goes"
 
 
 def test_an_item_from_the_form_is_where_it_is_said_to_be_and_edited_it_moves(client_of, keep):
