@@ -25,7 +25,7 @@ class CampaignForm(forms.ModelForm):
         fields = [
             "title", "genre", "protagonist", "persona", "opening",
             "point_of_view", "prose_length", "dialogue_density", "descriptive_richness", "violence_level",
-            "pacing", "style_notes", "narrator_rules",
+            "pacing", "style_notes", "narrator_rules", "reply_direction", "style_examples",
             "context_token_budget", "max_output_tokens", "temperature",
             *VOICES_FIELDS,
             "memory_recall", "memory_over_retrieve", "memory_diversity", "memory_associate", "memory_flaky",
@@ -36,6 +36,8 @@ class CampaignForm(forms.ModelForm):
             "protagonist": forms.TextInput(),
             "style_notes": forms.Textarea(attrs={"rows": 2}),
             "narrator_rules": forms.Textarea(attrs={"rows": 3}),
+            "reply_direction": forms.Textarea(attrs={"rows": 2}),
+            "style_examples": forms.Textarea(attrs={"rows": 4}),
         }
 
     # The form's sections, in order: (id, title, what it is for, its fields). Only the story needs filling in;
@@ -45,7 +47,7 @@ class CampaignForm(forms.ModelForm):
          ("title", "genre", "protagonist", "persona", "opening", "world")),
         ("narrator", "Narrator and model", "How the story reads. The defaults read well; change them to taste.",
          ("point_of_view", "prose_length", "dialogue_density", "descriptive_richness", "violence_level", "pacing",
-          "style_notes", "narrator_rules", "temperature")),
+          "style_notes", "narrator_rules", "reply_direction", "style_examples", "temperature")),
         ("memory", "Memory and budget", "How much the narrator reads at once and what characters remember. The "
          "budget starts at what the narrator model can read.",
          ("context_token_budget", "max_output_tokens", "memory_flaky", "memory_recall", "memory_over_retrieve",

@@ -124,6 +124,22 @@ def versions(campaign_id, nodes):
     return group_versions(_branch_table(campaign_id), replies, {node.pk for node in nodes})
 
 
+def version_groups(campaign_id, nodes):
+    """Return {node id: [every version's id, oldest first]} for the nodes among ``nodes`` that have versions
+    (an export's swipes: all of them, not only where the one on the line stands)."""
+    depths = {node.depth for node in nodes if node.role != Node.Role.OPENING}
+    if not depths:
+        return {}
+    branches = _branch_table(campaign_id)
+    groups = {}
+    for pk, branch_id, depth in (Node.objects.filter(campaign_id=campaign_id, depth__in=depths)
+                                 .exclude(role=Node.Role.OPENING).order_by("pk").values_list("pk", "branch_id",
+                                                                                               "depth")):
+        groups.setdefault((depth, _owner(branches, branch_id, depth - 1)), []).append(pk)
+    wanted = {node.pk for node in nodes}
+    return {pk: members for members in groups.values() if len(members) > 1 for pk in members if pk in wanted}
+
+
 def group_versions(branches, replies, wanted):
     """Group ``replies`` ((id, branch, depth), oldest first) by the node they follow; return the wanted.
 

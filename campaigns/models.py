@@ -124,6 +124,15 @@ class Campaign(models.Model):
 
     narrator_rules = models.TextField(blank=True, help_text="Extra standing instructions for the narrator.",
                                       validators=[MaxLengthValidator(NOTES_CHARS)])
+    # From a character card (issue 28), and anyone's to write: how the characters speak (a card's mes_example),
+    # at the Inspiration level in the stable prefix; and a direction given with every turn just before the
+    # player's action (a card's post_history_instructions).
+    style_examples = models.TextField(blank=True, validators=[MaxLengthValidator(OPENING_CHARS)],
+                                      help_text="Example dialogue showing how the characters speak: tone and "
+                                                "manner for the narrator, never facts of the story.")
+    reply_direction = models.TextField(blank=True, validators=[MaxLengthValidator(NOTES_CHARS)],
+                                       help_text="A direction given with every turn, just before your action "
+                                                 "(a card's post-history instructions).")
 
     context_token_budget = models.PositiveIntegerField(
         default=8192, help_text="The whole prompt window in tokens, reply included.",
@@ -349,6 +358,9 @@ class Node(models.Model):
     # A reasoning model's thinking before this reply: kept beside it, never part of it (never in history, the
     # recorder's input, ``tokens`` or the text an export carries as the story).
     thinking = models.TextField(blank=True, validators=[MaxLengthValidator(NODE_CHARS)])
+    # Narrator notes beside this node (an imported chat's system messages, issue 28): shown on the page, never in
+    # the prompt, as SillyTavern keeps them out of its own.
+    note = models.TextField(blank=True, validators=[MaxLengthValidator(NODE_CHARS)])
     # Counted once at commit so a context build never re-tokenises history.
     tokens = models.PositiveIntegerField(default=0)
     # The sum of ``tokens`` from the opening through this node along its own
@@ -365,6 +377,46 @@ class Node(models.Model):
 
     def __str__(self):
         return f"{self.role} at ({self.branch_id}, {self.depth})"
+
+
+CARD_CHARS = 20_000  # a character's description, personality or examples (a long card's is a few thousand)
+
+
+class CharacterCard(models.Model):
+    """A character brought from a character card (issue 28): what the card says of it, its portrait, and the card.
+
+    The character itself is an entity of the world state (``entity``, its
+    key); this keeps what the state has no room for: the whole description
+    and personality (the prompt's cast section), how it speaks (its brief's
+    examples in game-master mode), the creator's notes (shown to the person,
+    never sent), the portrait, and the card's own data as it came, so an
+    export writes back every field and every unknown extension unchanged.
+    """
+
+    campaign = models.ForeignKey(Campaign, on_delete=models.CASCADE, related_name="character_cards")
+    entity = models.CharField(max_length=200, help_text="The character's key in the world state.")
+    name = models.CharField(max_length=200)
+    description = models.TextField(blank=True, validators=[MaxLengthValidator(CARD_CHARS)])
+    personality = models.TextField(blank=True, validators=[MaxLengthValidator(CARD_CHARS)])
+    examples = models.TextField(blank=True, validators=[MaxLengthValidator(CARD_CHARS)],
+                                help_text="How the character speaks (the card's example messages).")
+    creator_notes = models.TextField(blank=True, validators=[MaxLengthValidator(CARD_CHARS)],
+                                     help_text="The card's creator's notes: shown to you, never sent to a model.")
+    portrait = models.BinaryField(blank=True, default=b"", editable=False)
+    portrait_type = models.CharField(max_length=20, blank=True, editable=False)
+    spec = models.CharField(max_length=20, blank=True, help_text="The card's version: V1, V2, V3 or Pygmalion.")
+    card = models.JSONField(default=dict, blank=True, editable=False,
+                            help_text="The card's own data as it came, for export.")
+    book_key = models.CharField(max_length=60, blank=True, help_text="The key of the character's own lorebook.")
+    position = models.PositiveIntegerField(default=0)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["campaign", "position", "id"]
+        constraints = [models.UniqueConstraint(fields=["campaign", "entity"], name="one_card_per_character")]
+
+    def __str__(self):
+        return self.name
 
 
 class ContextSnapshot(models.Model):

@@ -1,6 +1,6 @@
 from django.urls import path
 
-from . import entity_views, note_views, rule_views, views, voice_views
+from . import cast_views, entity_views, note_views, rule_views, views, voice_views
 
 urlpatterns = [
     path("", views.state_panel, name="state_panel"),
@@ -23,4 +23,6 @@ urlpatterns = [
     path("note/", note_views.note_panel, name="note_panel"),
     path("note/save/", note_views.note_save, name="note_save"),
     path("voices/", voice_views.voices_panel, name="voices_panel"),
+    path("cast/", cast_views.cast_panel, name="cast_panel"),
+    path("cast/<int:card_pk>/portrait/", cast_views.card_portrait, name="card_portrait"),
 ]

@@ -14,6 +14,7 @@ from django.views.decorators.http import require_GET
 from . import lineage, state
 from .state import PROTAGONIST
 from .state.world import world
+from .models import CharacterCard
 from .views import campaign_for_user
 
 
@@ -40,4 +41,9 @@ def voices_panel(request, pk):
     campaign = campaign_for_user(request, pk)
     now = state.state_at(lineage.path_of(campaign), campaign)
     template = "campaigns/_voices_panel.html" if request.htmx else "campaigns/voices.html"
-    return render(request, template, {"campaign": campaign, "characters": known_characters(now)})
+    characters = known_characters(now)
+    portraits = dict(CharacterCard.objects.filter(campaign=campaign, entity__in=[c["key"] for c in characters])
+                     .exclude(portrait_type="").values_list("entity", "pk"))
+    for character in characters:
+        character["portrait"] = portraits.get(character["key"])
+    return render(request, template, {"campaign": campaign, "characters": characters})

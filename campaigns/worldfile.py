@@ -982,12 +982,15 @@ class Prepared:
         """Return how many rows the write stores, events and records (the progress's total)."""
         return sum(1 + len(outcome.writes) for outcome in self.checked.outcomes)
 
-    def write(self, *, progress=None, writes=None):
+    def write(self, *, progress=None, writes=None, then=None):
         """Write the campaign staged, its world in batches at the opening node, then publish it; return it.
 
         The events were validated before anything was written (``check``);
         the engine's own work after them (the first trigger check) runs here
-        on the same state, once the campaign and its opening exist.
+        on the same state, once the campaign and its opening exist. ``then``
+        (an import that brings more than a world: a character card's story)
+        writes the rest while the campaign is still staged, and returns the
+        campaign fields to publish it with (its head).
         """
         campaign = staging.transact(self._begin, writes)
         try:
@@ -997,7 +1000,7 @@ class Prepared:
                                                                     StateEvent.Source.WORLD, env)
             _renumber_canon(outcomes, list(campaign.canon_rules.order_by("position").values_list("pk", flat=True)))
             store(opening, outcomes, source=StateEvent.Source.WORLD, writes=writes, progress=progress)
-            return staging.publish(campaign)
+            return staging.publish(campaign, **(then(campaign) if then is not None else {}))
         except BaseException:
             staging.discard(campaign.pk, writes)
             raise

@@ -24,11 +24,13 @@ from storyteller import llm
 
 from campaigns import playing
 
-from . import chunking, lorebooks
-from .models import Passage, Source
+from . import chunking, lorebooks, worldinfo
+from .models import TEXT_CHARS, Passage, Source
 
 MAX_BYTES = 1024 * 1024  # seed 003 §76: sources are capped at 1 MiB
 EXTENSIONS = {".md": True, ".markdown": True, ".txt": False}  # suffix -> parsed as Markdown
+
+KEYED_DETAIL = "a keyed lorebook's entries are found by their keys in the story, not by search"
 
 # Passages per /api/embed request: large enough that a 1 MiB source needs a
 # few dozen requests, small enough that one request never nears a timeout.
@@ -107,6 +109,38 @@ def _lore_entries(name, text, suffix):
         raise ImportRefused(f"{name} cannot be a lorebook: {refusal}. Nothing was imported.") from None
 
 
+def import_keyed(campaign, filename, book, classification, *, lore_scope=Source.LoreScope.EVERYONE, key="",
+                 entries=True):
+    """Write World Info ``book`` (a worldinfo.Book) as a keyed lorebook of ``campaign`` inside the caller's
+    transaction; return the Source. ``key`` is the book's key when the caller chose it (an import that also
+    writes knowledge of its entries), else one is made from its title. With ``entries`` False the caller writes
+    the entries itself (``lorebooks.add_entries``: a staged import, in batches).
+
+    Raise ImportRefused when the book is empty or larger than a source may be.
+    """
+    name = PurePath(filename).name[:255] or "lorebook.json"
+    if classification not in Source.Classification.values:
+        raise ImportRefused(f"Choose Canon, Reference or Inspiration for {name}.")
+    if not book.entries:
+        raise ImportRefused(f"{name} has no entries, so it adds nothing. Nothing was imported.")
+    text = worldinfo.dump(book)
+    if len(text) > TEXT_CHARS:
+        raise ImportRefused(f"The lorebook {book.name or name} is {len(text):,} characters as it is kept; a lorebook "
+                            f"may be at most {TEXT_CHARS:,}. Split it into smaller books and bring those. Nothing "
+                            "was imported.")
+    title = (book.name or PurePath(name).stem)[:200] or "Lorebook"
+    source = Source.objects.create(
+        campaign=campaign, title=title, filename=name, classification=classification, text=text,
+        content_hash=hashlib.sha256(text.encode()).hexdigest(), size_bytes=len(text.encode()),
+        parser_version=chunking.PARSER_VERSION, chunking_version=chunking.CHUNKING_VERSION,
+        lexical_state=Source.IndexState.READY, semantic_state=Source.IndexState.UNAVAILABLE,
+        semantic_detail=KEYED_DETAIL,
+        lorebook=True, keyed=True, lore_scope=lore_scope, lore_book=key or lorebooks.book_key_for(campaign.pk, title))
+    if entries:
+        lorebooks.write_entries(source, lorebooks.parsed_entries(source))
+    return source
+
+
 def restore_source(campaign, *, text, filename, content_hash, chunks, **fields):
     """Recreate an exported source from its stored text and its passages ``cut`` beforehand, inside the caller's
     transaction (campaign import): the cutting is the slow part and must not hold the write lock."""
@@ -114,15 +148,18 @@ def restore_source(campaign, *, text, filename, content_hash, chunks, **fields):
                                    lexical_state=Source.IndexState.READY, **fields)
     _write_passages(source, chunks)
     if source.lorebook:
-        lorebooks.write_entries(source, lorebooks.parse(text))
+        lorebooks.write_entries(source, lorebooks.parsed_entries(source))
     if (source.parser_version, source.chunking_version) != (chunking.PARSER_VERSION, chunking.CHUNKING_VERSION):
         source.parser_version, source.chunking_version = chunking.PARSER_VERSION, chunking.CHUNKING_VERSION
         source.save(update_fields=["parser_version", "chunking_version"])
     return source
 
 
-def cut(text, filename):
-    """Return the passages of a source's ``text``, parsed as Markdown unless ``filename`` says plain text."""
+def cut(text, filename, *, keyed=False):
+    """Return the passages of a source's ``text``, parsed as Markdown unless ``filename`` says plain text; a keyed
+    lorebook has none (its entries are found by their keys, never by relevance)."""
+    if keyed:
+        return []
     return chunking.chunk(text, markdown=EXTENSIONS.get(PurePath(filename).suffix.lower(), True))
 
 
@@ -137,9 +174,9 @@ def check_size(name, size):
 
 def recut_source(source):
     """Re-cut ``source`` from its stored text with the current chunking; its vectors must be rebuilt after."""
-    chunks = cut(source.text, source.filename)
+    chunks = cut(source.text, source.filename, keyed=source.keyed)
     # A lorebook's entries come from its text, not from the passages: re-read, they keep their keys.
-    entries = lorebooks.parse(source.text) if source.lorebook else None
+    entries = lorebooks.parsed_entries(source) if source.lorebook else None
     with transaction.atomic():
         source.passages.all().delete()
         _write_passages(source, chunks)
@@ -148,8 +185,8 @@ def recut_source(source):
         source.parser_version = chunking.PARSER_VERSION
         source.chunking_version = chunking.CHUNKING_VERSION
         source.lexical_state = Source.IndexState.READY
-        source.semantic_state = Source.IndexState.PENDING
-        source.semantic_detail = ""
+        source.semantic_state = Source.IndexState.UNAVAILABLE if source.keyed else Source.IndexState.PENDING
+        source.semantic_detail = KEYED_DETAIL if source.keyed else ""
         source.save()
 
 

@@ -8,6 +8,11 @@ every entry back its key and the knowledge that names it still holds. A
 heading may also say who knows it without learning it
 (``{#flood scope=everyone}``); otherwise the book's scope holds.
 
+A keyed lorebook (SillyTavern's World Info, issue 28) is the same kind of
+book: its text is World Info JSON and each entry's id is its uid
+(``parsed_entries``), and its entries also fire by their keys in the
+story (``keyed_index``, read by the context builder).
+
 ``parse`` is pure. The rest reads and writes: entries are written with the
 source, in its transaction; a lorebook that a character's knowledge still
 names, on any line of the story, cannot be removed or unmade; and no
@@ -15,9 +20,11 @@ lorebook changes while a turn is played (``campaigns.playing``).
 """
 
 import re
+import threading
+from collections import OrderedDict
 from dataclasses import dataclass
 
-from django.db import transaction
+from django.db import connection, transaction
 from django.db.models import Max
 
 from campaigns import lineage, playing
@@ -25,7 +32,7 @@ from campaigns.models import Node, StateRecord
 from campaigns.state import state_for_events
 from campaigns.state.world import lore
 
-from . import chunking
+from . import chunking, keyed, worldinfo
 from .models import LoreEntry, Source
 
 _ATTRIBUTES = re.compile(r"\s*\{([^{}]*)\}\s*$")
@@ -85,6 +92,20 @@ def parse(text):
     return entries
 
 
+def parsed_entries(source):
+    """Return the Parsed entries of lorebook ``source``: its headings, or, for a keyed book, its World Info
+    entries (each entry's id its uid; an entry a character filter names is known only to those it names)."""
+    if not source.keyed:
+        return parse(source.text)
+    try:
+        book = worldinfo.parse(source.text, f"“{source.title}”")
+    except worldinfo.BookRefused as refusal:
+        raise LoreRefused(str(refusal)) from None
+    return [Parsed(lore.entry_id(entry.uid), entry.title, "", entry.content,
+                   lore.LISTED if entry.characters and not entry.exclude_characters else "")
+            for entry in book.entries]
+
+
 def _attributes(title, problems):
     """Return (the heading without its ``{…}``, {"id", "scope"}) of a heading ``title``."""
     found = _ATTRIBUTES.search(title)
@@ -125,10 +146,16 @@ def book_key_for(campaign_id, title):
 def write_entries(source, parsed):
     """Replace ``source``'s entries with ``parsed`` (inside the caller's transaction)."""
     source.lore_entries.all().delete()
+    add_entries(source, enumerate(parsed))
+
+
+def add_entries(source, numbered):
+    """Write ``numbered`` ((position, Parsed) pairs) as entries of ``source``: a staged import's batch, or the
+    whole of ``write_entries``."""
     LoreEntry.objects.bulk_create([
         LoreEntry(source=source, campaign_id=source.campaign_id, key=f"{source.lore_book}:{entry.entry}",
                   title=entry.title[:300], heading_path=entry.heading_path, text=entry.text, scope=entry.scope,
-                  position=position) for position, entry in enumerate(parsed)], batch_size=500)
+                  position=position) for position, entry in numbered], batch_size=500)
 
 
 def save_settings(form):
@@ -146,7 +173,7 @@ def save_settings(form):
     if not (stored.lorebook or source.lorebook) or not lore_changed:
         form.save()
         return
-    parsed = parse(source.text) if source.lorebook else None
+    parsed = parsed_entries(source) if source.lorebook else None
     with playing.lore_change(source.campaign_id), transaction.atomic():
         if stored.lorebook and (not source.lorebook or not source.enabled):
             _refuse_if_known(stored, "unmade" if not source.lorebook else "disabled")
@@ -254,3 +281,44 @@ def lore_for(campaign, path, who, text="", *, limit=lore.RECALL):
     entries = [*lore.world_lore(state), *entries_of(campaign.pk)]
     known = lore.known_lore(state, who)
     return Known(lore.titles(entries, known), lore.recall(entries, known, text, limit=limit) if text else [])
+
+
+# --- keyed entries ------------------------------------------------------------------------------------------------
+
+
+def keyed_index(campaign_id):
+    """Return the keyed.Index of the campaign's enabled keyed lorebooks (None when it has none), kept while no
+    book changes: one small read a turn, and the books' keys compiled once per change (bench "tavern")."""
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT id, updated_at FROM knowledge_source WHERE campaign_id = %s AND keyed AND enabled "
+                       "ORDER BY id", [campaign_id])
+        stamp = tuple(cursor.fetchall())
+    if not stamp:
+        return None
+    with _keyed_lock:
+        cached = _keyed.get(campaign_id)
+        if cached is not None and cached[0] == stamp:
+            _keyed.move_to_end(campaign_id)
+            return cached[1]
+    items = []
+    for source in Source.objects.filter(pk__in=[pk for pk, _ in stamp]).order_by("pk"):
+        book = worldinfo.parse(source.text, f"“{source.title}”")
+        items += [keyed.Keyed(f"{source.lore_book}:{lore.entry_id(entry.uid)}", source.title,
+                              source.classification, entry, source.pk) for entry in book.entries]
+    index = keyed.Index(items)
+    with _keyed_lock:
+        _keyed[campaign_id] = (stamp, index)
+        while len(_keyed) > CACHED_BOOKS:
+            _keyed.popitem(last=False)
+    return index
+
+
+def forget_keyed():
+    """Drop every cached keyed index (tests do: a rolled-back test's ids come back with other rows)."""
+    with _keyed_lock:
+        _keyed.clear()
+
+
+CACHED_BOOKS = 8  # campaigns
+_keyed = OrderedDict()
+_keyed_lock = threading.Lock()

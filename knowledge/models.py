@@ -48,6 +48,11 @@ class Source(models.Model):
     lore_scope = models.CharField(max_length=10, choices=LoreScope.choices, default=LoreScope.LISTED,
                                   help_text="Who knows an entry that does not say: only those with a knowledge "
                                             "record of it, or everyone.")
+    # A keyed lorebook (SillyTavern's World Info, issue 28): its text is World Info JSON, its entries fire when
+    # their keys appear in the story (knowledge.keyed), at the book's classification. It has no passages: it is
+    # never retrieved by relevance, only by its keys.
+    keyed = models.BooleanField(default=False, editable=False,
+                                help_text="Entries are inserted when their keys appear in the story's recent turns.")
 
     text = models.TextField(help_text="The imported text, NFC-normalised with Unix line endings.",
                             validators=[MaxLengthValidator(TEXT_CHARS)])

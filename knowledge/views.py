@@ -14,9 +14,10 @@ from django_htmx.http import HttpResponseClientRedirect
 
 from campaigns import importing, lineage, playing
 from campaigns.models import ContextSnapshot, Node
+from campaigns.state.world import lore
 from campaigns.views import campaign_for_user
 
-from . import importer, lorebooks, retrieval
+from . import importer, lorebooks, retrieval, worldinfo
 from .forms import SourceForm, UploadForm
 from .models import Source
 
@@ -128,9 +129,11 @@ def knowledge_panel(request, pk):
 def _source_context(source, **extra):
     entries = list(source.lore_entries.all()) if source.lorebook else []
     known = lorebooks.knowers(source.campaign, [entry.key for entry in entries]) if entries else {}
+    settings = {lore.entry_id(item.uid): item for item in worldinfo.parse(source.text).entries} if source.keyed else {}
     for entry in entries:
         entry.known_by = known.get(entry.key, [])
         entry.scope_now = entry.scope or source.lore_scope
+        entry.keyed = settings.get(entry.key.split(":", 1)[-1])
     return {"campaign": source.campaign, "source": source, "passages": source.passages.all(),
             "form": SourceForm(instance=source), "turns": _turns_using(source.campaign).get(source.pk, []),
             "entries": entries, **extra}

@@ -61,5 +61,6 @@ urlpatterns = [
     path("settings/models/builtin/", narrator_views.builtin_status, name="builtin_status"),
     path("settings/models/builtin/start/", narrator_views.restart_builtin, name="restart_builtin"),
     path("settings/models/check/", narrator_views.self_check, name="self_check"),
+    path("", include("storyteller.tavern.urls")),
     path("admin/", admin.site.urls),
 ]

@@ -325,6 +325,9 @@ def inspector(request, pk, node_pk):
     campaign = campaign_views.campaign_for_user(request, pk)
     node = get_object_or_404(Node.objects.select_related("snapshot"), pk=node_pk, campaign=campaign, role="narrator")
     report = node.snapshot.report
+    if "budget" not in report:  # a reply brought in from a chat: no narrator here was asked for it
+        return render(request, "storyteller/inspector_imported.html", {
+            "campaign": campaign, "node": node, "imported": report.get("imported") or {}})
     return render(request, "storyteller/inspector.html", {
         "campaign": campaign,
         "node": node,

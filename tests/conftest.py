@@ -4,7 +4,7 @@ from django.contrib.auth import get_user_model
 from campaigns import story
 from campaigns.models import Campaign, CanonRule
 from campaigns.state.minds import whereabouts
-from knowledge import retrieval
+from knowledge import lorebooks, retrieval
 from memory import checkpoints, recall_index
 from storyteller import llm, warming
 from storyteller.context import memories as memory_section
@@ -73,6 +73,7 @@ def _fresh_checkpoint_checks():
     checkpoints.forget_checks()
     memory_section.forget()
     retrieval.forget()
+    lorebooks.forget_keyed()
 
 
 @pytest.fixture(autouse=True)

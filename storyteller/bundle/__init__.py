@@ -26,6 +26,7 @@ whole; the vectors are rebuilt after it.
 The checksum finds corruption; it proves nothing, since anyone can compute it.
 """
 
+import base64
 import hashlib
 import io
 import json
@@ -36,15 +37,15 @@ from dataclasses import dataclass
 from django.conf import settings
 from django.core.serializers.json import DjangoJSONEncoder
 from django.db import connection
-from django.db.models import DateTimeField
+from django.db.models import BinaryField, DateTimeField
 from django.utils import timezone
 
 from campaigns import lineage, staging
 from campaigns.forms import CampaignForm
 from campaigns.models import Branch, Campaign, Node
 from campaigns.state.world import lore
-from knowledge import importer, lorebooks
-from knowledge.models import Source
+from knowledge import importer, lorebooks, worldinfo
+from knowledge.models import TEXT_CHARS, Source
 from memory import checkpoints, recall_index
 from memory.models import Checkpoint
 
@@ -110,7 +111,8 @@ def import_bundle(owner, data, *, progress=None, writes=None):
 def prepare(data):
     """Return the checked Bundle of ``data`` with its sources' passages cut: all the work before any write."""
     bundle = read(data)
-    bundle.passages = [importer.cut(row.values["text"], row.values["filename"]) for row in bundle.tables["sources"]]
+    bundle.passages = [importer.cut(row.values["text"], row.values["filename"], keyed=row.values.get("keyed", False))
+                       for row in bundle.tables["sources"]]
     return bundle
 
 
@@ -183,12 +185,16 @@ def _check_sources(sources):
     books = {}
     for index, row in enumerate(sources):
         where, values = f"sources row {index + 1}", row.values
+        if values.get("keyed") and not values.get("lorebook"):
+            refuse(f"{where} (keyed): only a lorebook's entries are found by their keys.")
         if values.get("lorebook") or values.get("lore_book"):
             _check_lorebook(where, values, books)
-        if _suffix(values["filename"]) not in importer.EXTENSIONS:
+        if not values.get("keyed") and _suffix(values["filename"]) not in importer.EXTENSIONS:
             refuse(f"{where} (filename): {values['filename'][:80]} is not a .md or .txt file; only Markdown and plain "
                    "text sources can be imported.")
-        if len(values["text"].encode()) > importer.MAX_BYTES:
+        if values.get("keyed") and len(values["text"]) > TEXT_CHARS:
+            refuse(f"{where} (text) is longer than {TEXT_CHARS:,} characters, the limit for a lorebook.")
+        if not values.get("keyed") and len(values["text"].encode()) > importer.MAX_BYTES:
             refuse(f"{where} (text) is larger than {importer.MAX_BYTES:,} bytes, the limit for a source.")
         if hashlib.sha256(values["text"].encode()).hexdigest() != values["content_hash"]:
             refuse(f"The text of “{values['title'][:80]}” does not match its SHA-256 in the bundle.")
@@ -210,8 +216,11 @@ def _check_lorebook(where, values, books):
         if not key:
             refuse(f"{where} (lore_book): a lorebook needs its key, which its entries' knowledge names.")
         try:
-            lorebooks.parse(values["text"])
-        except lorebooks.LoreRefused as refusal:
+            if values.get("keyed"):  # World Info JSON (storyteller.tavern), read as its entries are derived
+                worldinfo.parse(values["text"], "It")
+            else:
+                lorebooks.parse(values["text"])
+        except (lorebooks.LoreRefused, worldinfo.BookRefused) as refusal:
             refuse(f"{where} (text) cannot be a lorebook: {refusal}.")
 
 
@@ -350,8 +359,11 @@ def _export_table(campaign, table, positions):
         found = _usable(campaign, found)
     positions[table.name] = {row.pk: index for index, row in enumerate(found)}
     exported = []
+    binary = [f.name for f in table.model._meta.fields if f.name in table.fields and isinstance(f, BinaryField)]
     for row in found:
         values = {name: getattr(row, name) for name in table.fields}
+        for name in binary:  # a portrait: base64 text in the bundle
+            values[name] = base64.b64encode(bytes(values[name] or b"")).decode("ascii")
         for link, (target, _) in table.links.items():
             values[link] = _link(row, link, target, positions)
         if table.name == "sources":
@@ -414,7 +426,7 @@ def _write_rows(campaign, bundle, progress, writes):
     sources, renumber = _write_sources(campaign, bundle.tables["sources"], bundle.passages, progress, writes)
     for row in bundle.tables["snapshots"]:
         renumber(row.values.get("report") or {})
-    for name in ("snapshots", "save_points", "canon_rules", "author_notes", "state_events"):
+    for name in ("snapshots", "save_points", "canon_rules", "author_notes", "character_cards", "state_events"):
         created[name] = _create(rows.BY_NAME[name], bundle.tables[name], created, campaign, progress, writes)
     for row in bundle.tables["state_records"]:
         rule = row.links.pop("canon_rule", None)

@@ -10,6 +10,8 @@ database id; a JSON field is checked for its shape. Anything else in a row —
 name a row the import did not create.
 """
 
+import base64
+import binascii
 import math
 import re
 from dataclasses import dataclass, field
@@ -24,6 +26,7 @@ from campaigns.models import (
     Branch,
     Campaign,
     CanonRule,
+    CharacterCard,
     ContextSnapshot,
     Node,
     RecorderRun,
@@ -118,8 +121,30 @@ def _report(value, where):
     """The inspector's record of one prompt: display data, bounded by the reader's depth and size limits."""
     if not isinstance(value, dict):
         refuse(f"{where} must be an object (the record of what the narrator was told).")
+    if isinstance(value.get("imported"), dict) and set(value) <= {"version", "imported", "edited"}:
+        return  # a reply brought in from another tool: no narrator here was asked for it (storyteller.tavern)
     if value and not (isinstance(value.get("budget"), dict) and isinstance(value.get("sections"), list)):
         refuse(f"{where} lacks the budget and sections every prompt record has.")
+
+
+# A card's own data: its fields, its extensions (anything a tool put there) and its embedded book (up to a
+# lorebook's entries, each nesting its own extensions).
+_card = _text_tree(200_000, most_items=10_000, most_depth=12)
+
+
+def _portraits(checked):
+    """Draw every character's portrait again from its pixels (a bundle's bytes are as untrusted as a card's)."""
+    from storyteller.tavern import png
+
+    for index, row in enumerate(checked):
+        data = row.values.get("portrait") or b""
+        if not data:
+            row.values["portrait_type"] = ""
+            continue
+        picture, problem = png.portrait(data)
+        if picture is None:
+            refuse(f"character_cards row {index + 1} (portrait): {problem.split(';')[0]}.")
+        row.values["portrait"], row.values["portrait_type"] = picture, png.picture_type(picture)
 
 
 # A game master's round: what each character was told is its longest part (a brief: a dozen sections of lines).
@@ -153,6 +178,8 @@ CAMPAIGN_FIELDS = (
     # Story time and world rules (issue 13); a bundle without them keeps their defaults.
     "clock_mode", "time_zone", "round_seconds", "max_skip_days", "trigger_cap", "beat_turns", "cue_turns",
     "last_played_at",
+    # From character cards (issue 28); a bundle without them keeps them empty.
+    "style_examples", "reply_direction",
 )
 CAMPAIGN_LINKS = {"head_branch": ("branches", False)}
 
@@ -161,7 +188,7 @@ TABLES = (
     Table("campaigns", "branches", Branch, "campaign", ("fork_depth", "created_at", "name"),
           {"parent": ("branches", True)}),
     Table("campaigns", "nodes", Node, "campaign",
-          ("depth", "role", "mode", "text", "direction", "tokens", "tokens_through", "created_at", "thinking"),
+          ("depth", "role", "mode", "text", "direction", "tokens", "tokens_through", "created_at", "thinking", "note"),
           {"branch": ("branches", False)}),
     Table("campaigns", "snapshots", ContextSnapshot, "node__campaign",
           ("report", "model", "api", "prompt_eval_count", "eval_count", "done_reason", "duration_ms"),
@@ -203,7 +230,11 @@ TABLES = (
     Table("knowledge", "sources", Source, "campaign",
           ("title", "filename", "classification", "enabled", "hidden", "always_include", "notes", "text",
            "content_hash", "size_bytes", "parser_version", "chunking_version", "imported_at", "lorebook", "lore_book",
-           "lore_scope")),
+           "lore_scope", "keyed")),
+    # A character brought from a card: its portrait travels as base64 and is drawn again on import.
+    Table("campaigns", "character_cards", CharacterCard, "campaign",
+          ("entity", "name", "description", "personality", "examples", "creator_notes", "portrait", "portrait_type",
+           "spec", "card", "book_key", "position", "created_at"), shapes={"card": _card}, rule=_portraits),
 )
 BY_NAME = {table.name: table for table in TABLES}
 SECTIONS = {"campaigns": ["campaign"] + [t.name for t in TABLES if t.section == "campaigns"],
@@ -316,10 +347,27 @@ def value(model_field, raw, where):
         raw = _moment(raw, where)
     elif isinstance(model_field, models.JSONField):
         return raw  # its shape is checked by the table's own check; an empty record ({}) is a record
+    elif isinstance(model_field, models.BinaryField):
+        return _binary(raw, where)
     try:
         return model_field.clean(raw, None)
     except ValidationError as error:
         refuse(f"{where}: {' '.join(error.messages)}")
+
+
+PICTURE_BYTES = 512 * 1024  # campaigns.models.PORTRAIT_BYTES
+
+
+def _binary(raw, where):
+    """Return the bytes of base64 text (a portrait), refusing what is not base64 or is larger than a portrait."""
+    if not isinstance(raw, str):
+        refuse(f"{where} must be base64 text.")
+    if len(raw) > PICTURE_BYTES * 4 // 3 + 4:
+        refuse(f"{where} is larger than a portrait may be ({PICTURE_BYTES:,} bytes).")
+    try:
+        return base64.b64decode(raw, validate=True)
+    except (binascii.Error, ValueError):
+        refuse(f"{where} is not base64.")
 
 
 def _moment(raw, where):

@@ -21,11 +21,11 @@ from django.db import connection
 
 from campaigns import notes
 from campaigns import state as story_state
-from campaigns.models import CanonRule, Round
+from campaigns.models import CanonRule, CharacterCard, Round
 from memory import checkpoints
 
 from .. import tokens
-from . import budget, knowledge, layers
+from . import budget, knowledge, layers, lorebook
 from . import events as events_section
 from . import memories as memory_section
 from . import rules as rules_section
@@ -118,7 +118,7 @@ def build(campaign, path, action, *, model="", api="", seed=None, query=None, me
     evoked, events_report = events_section.section(campaign, path, action, events_query, lookup.checkpoint,
                                                    current=current)
     tail = _filled([*remembered, *([evoked] if evoked else []), *_state_section(campaign, path, state_text, current),
-                    *_dynamic_tail(action)], name)
+                    *_dynamic_tail(campaign, action)], name)
     for section in stable + tail:
         section.tokens = tokens.count(section.text)
 
@@ -137,11 +137,14 @@ def build(campaign, path, action, *, model="", api="", seed=None, query=None, me
         found, knowledge_report = knowledge.retrieved_sections(
             campaign, query or knowledge_query(campaign, path, action), allowance)
         found = _filled(found, name)
-        # Elastic, after the memories: memories -> knowledge -> state -> direction -> input.
-        tail = [*remembered, *found, *tail[len(remembered):]]
+    keyed, lore_report, lore_tokens = lorebook.sections(campaign, path, action, allowance)
+    keyed = _filled(keyed, name)
+    if found or keyed:
+        # Elastic, after the memories: memories -> knowledge -> lorebook entries -> state -> direction -> input.
+        tail = [*remembered, *found, *keyed, *tail[len(remembered):]]
         tail_text = "\n\n".join(section.text for section in tail)
     knowledge_tokens = sum(section.tokens + 1 for section in found)
-    allowance -= knowledge_tokens
+    allowance -= knowledge_tokens + lore_tokens
 
     branch = _branch_context(path, lookup, stable_hash, allowance, compact_above, headroom)
     history, history_messages = _history_section(branch.rows, branch.rounds, name)
@@ -165,6 +168,8 @@ def build(campaign, path, action, *, model="", api="", seed=None, query=None, me
     report["events"] = events_report
     if has_knowledge:
         _report_knowledge(report, sections, knowledge_report, standing_dropped, knowledge_tokens)
+    if lore_report is not None:
+        _report_lorebook(report, lore_report, lore_tokens)
     return Context(messages=messages, sections=sections, report=report, tail_start=tail_start,
                    input_at=len(messages) - (2 if placed == len(messages) - 1 else 1))
 
@@ -222,6 +227,9 @@ def _stable_prefix(campaign, name):
     """Return the stable prefix's sections (``{{user}}`` read as ``name``), whether the campaign has knowledge, and
     the standing knowledge left out."""
     stable = [layers.narrator_rules(campaign), layers.campaign_profile(campaign)]
+    cards = list(CharacterCard.objects.filter(campaign=campaign).only("pk", "entity", "name", "description",
+                                                                      "personality"))
+    stable += [section for section in (layers.cast(cards), layers.style_examples(campaign)) if section]
     canon = layers.canon(list(CanonRule.objects.filter(campaign=campaign, enabled=True)))
     if canon:
         stable.append(canon)
@@ -284,6 +292,16 @@ def _report_knowledge(report, sections, retrieved, standing_dropped, spent):
     report["budget"]["unused"] -= spent
 
 
+def _report_lorebook(report, lore, spent):
+    """Add the keyed lorebook's report (every entry that fired or was held back, why, its cost, the timers the
+    next turn reads) and price what it put in."""
+    report["lorebook"] = lore
+    report["dropped"] += lorebook.dropped_for_report(lore)
+    report["budget"]["lorebook_tokens"] = spent
+    report["budget"]["prompt_tokens"] += spent
+    report["budget"]["unused"] -= spent
+
+
 def _turn_state(campaign, path, action):
     """Return (the text relevance is judged from: the player's action and the reply it answers, the turn's part of
     the state), read once for the events, state and rules sections."""
@@ -315,8 +333,8 @@ def _report_state(report):
             ]
 
 
-def _dynamic_tail(action):
-    tail = []
+def _dynamic_tail(campaign, action):
+    tail = [section for section in (layers.reply_direction(campaign),) if section]
     if action.direction.strip():
         tail.append(Section("direction", "One-turn direction", "player direction", DYNAMIC_TAIL,
                             layers.render_direction(action.direction), protected=True))

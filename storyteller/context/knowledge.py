@@ -115,7 +115,7 @@ def standing_section(campaign):
                 if standing else [])
     items = [_item(passage, None) for passage in passages]
     kept, dropped = [], []
-    spent = _framing_cost("standing")
+    spent = framing_cost("standing")
     for item in items:
         if spent + item.cost <= cap and not dropped:
             kept.append(item)
@@ -133,7 +133,7 @@ def retrieved_sections(campaign, query, allowance):
     result = retrieval.retrieve(campaign, query)
     budget = int(allowance * RETRIEVED_SHARE)
     items = [(hit.classification, _item(result.passages[hit.passage_id], hit)) for hit in result.hits]
-    headers = {cls: _framing_cost(cls) for cls in CLASS_ORDER}
+    headers = {cls: framing_cost(cls) for cls in CLASS_ORDER}
     chosen, dropped = select(items, budget, headers)
     sections = [_section(cls, DYNAMIC_TAIL, chosen[cls], protected=False) for cls in CLASS_ORDER if chosen[cls]]
     report = {
@@ -217,22 +217,24 @@ def _dropped(item, reason):
     }
 
 
-def _frame(key):
-    title, sentence = FRAMES[key]
+def frame(key, frames=FRAMES):
+    """Return the line that opens a section of imported data: its title and its authority sentence."""
+    title, sentence = frames[key]
     return f"BEGIN {title}\n{sentence}"
 
 
-def _end(key):
-    return f"END {FRAMES[key][0].split(' — ')[0]}"
+def end(key, frames=FRAMES):
+    """Return the line that closes it."""
+    return f"END {frames[key][0].split(' — ')[0]}"
 
 
-def _framing_cost(key):
+def framing_cost(key, frames=FRAMES):
     """Return what a section's opening and closing lines cost, paid once with its first passage."""
-    return tokens.count(_frame(key)) + tokens.count(_end(key)) + 2
+    return tokens.count(frame(key, frames)) + tokens.count(end(key, frames)) + 2
 
 
 def _section(key, zone, items, *, protected):
-    text = "\n\n".join([_frame(key), *(item.text for item in items), _end(key)])
+    text = "\n\n".join([frame(key), *(item.text for item in items), end(key)])
     authority = {"standing": "imported canon (always included)", "canon": "imported canon",
                  "reference": "reference (not story truth)", "inspiration": "inspiration (tone only)"}[key]
     names = {"standing": "Imported canon, always included", "canon": "Imported canon",

@@ -192,6 +192,61 @@ def campaign_profile(campaign):
                    "\n".join(lines), protected=True)
 
 
+# {{char}} (and SillyTavern's older <BOT>) in text the player typed or a lorebook holds: the campaign's first
+# character's name. A card's own text had it read as its character's name when it was imported.
+CHAR_MACRO = re.compile(r"\{\{char\}\}|<bot>", re.IGNORECASE)
+
+
+def fill_char(text, name):
+    """Return ``text`` with ``{{char}}`` (and ``<BOT>``) read as ``name``, when there is a name."""
+    return CHAR_MACRO.sub(lambda _: name, text) if name and ("{" in text or "<" in text) else text
+
+
+def cast(cards):
+    """Render the characters brought from cards (``CharacterCard`` rows): who the narrator speaks for, whole.
+
+    Their one-line entities sit in the state like any character; this is
+    what the card says of each, as SillyTavern puts a card's description
+    and personality into its prompt. None when there are none.
+    """
+    if not cards:
+        return None
+    parts = ["The characters of this story, as the player's character cards describe them (the narrator gives "
+             "them their words and deeds; this is who they are, not what has happened):"]
+    for card in cards:
+        lines = [f"## {card.name}"]
+        if card.description.strip():
+            lines.append(card.description.strip())
+        if card.personality.strip():
+            lines.append(f"Personality: {card.personality.strip()}")
+        parts.append("\n".join(lines))
+    return Section("cast", "The characters (from character cards)", "campaign settings", STABLE_PREFIX,
+                   "\n\n".join(parts), protected=True,
+                   components=[{"type": "character_card", "id": card.pk, "entity": card.entity} for card in cards])
+
+
+def style_examples(campaign):
+    """Render the campaign's style examples (a card's mes_example) as inspiration: how characters speak, never
+    what happened. None when it has none."""
+    text = campaign.style_examples.strip()
+    if not text:
+        return None
+    text = text.replace("<START>", "---")
+    return Section("style_examples", "Style examples", "inspiration (tone only)", STABLE_PREFIX,
+                   "Examples of how the characters speak (inspiration for tone and manner only: none of this "
+                   f"happened in this story, and nothing in it is a fact of the story):\n{text}", protected=True)
+
+
+def reply_direction(campaign):
+    """Render the campaign's standing reply direction (a card's post-history instructions), or None."""
+    text = campaign.reply_direction.strip()
+    if not text:
+        return None
+    return Section("reply_direction", "Standing reply direction", "player direction", DYNAMIC_TAIL,
+                   "The player's standing direction for every reply (out of character; it is not a fact of the "
+                   f"story):\n{text}", protected=True)
+
+
 def canon(rules):
     """Render enabled canon rules as Level 1 facts; return None when there are none.
 

@@ -25,7 +25,7 @@ from collections import deque
 from dataclasses import dataclass
 
 from campaigns import lineage
-from campaigns.models import Node, RecorderRun
+from campaigns.models import ContextSnapshot, Node, RecorderRun
 
 from .. import llm
 from ..llm import priority
@@ -55,6 +55,11 @@ STEPS = [
 # built-in 135M model's recordings closed, but proposed no change that held.
 SMALL_RECORDER = ("The built-in narrator is too small to notice much of what changes, so the story state stays "
                   "mostly as you set it; start Ollama (`ollama serve`) for a recorder that keeps it.")
+
+# A reply brought in from a chat (storyteller.tavern) waits for the person to ask before anything records it.
+IMPORTED = "imported"
+BROUGHT_IN = ("This reply was brought in from another tool and is not read into the world state; the Cast panel "
+              "can read the story in.")
 
 _queues: dict[int, deque] = {}
 _workers: dict[int, asyncio.Task] = {}
@@ -154,6 +159,9 @@ def status(campaign):
     head = path.nodes().filter(depth=campaign.head_depth, role=Node.Role.NARRATOR).first()
     if head is None or head.depth == 0:  # the opening is not a reply: no post-turn work follows it
         return WorkerStatus("none")
+    if (ContextSnapshot.objects.filter(node=head, api=IMPORTED).exists()
+            and not RecorderRun.objects.filter(node=head).exists()):
+        return WorkerStatus("done", BROUGHT_IN, node_id=head.pk)
     earlier = list(RecorderRun.objects.filter(path.clause("node__"), node__campaign_id=campaign.pk,
                                               node__depth__lt=head.depth, status=RecorderRun.Status.FAILED)
                    .order_by("node__depth").values_list("node_id", "node__depth", "error"))

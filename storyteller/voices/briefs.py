@@ -41,9 +41,13 @@ class Given:
     memories: tuple = ()  # the recalled wording, story order, at most 12
     associated: tuple = ()  # evoked by association, at most 2
     whereabouts: tuple = ()  # where it believes things are (whereabouts.minds_at(...).believes(who)), at most 12
+    manner: str = ""  # its character card's personality (campaigns.CharacterCard), whole
+    speech: str = ""  # how its card shows it speaking (the card's example messages), cut to SPEECH_CHARS
 
 
 LORE = "Lore you know (titles; ask for an entry to read it)"
+# A card's example messages in a character's brief: enough to catch its voice in every round it speaks.
+SPEECH_CHARS = 1_500
 
 
 @dataclass(frozen=True)
@@ -85,7 +89,11 @@ def compose(state, who, given=Given()):
                                                               ("Doing", data.get("activity", "")),
                                                               ("Mood", data.get("mood", "")),
                                                               ("Inside", data.get("inner", ""))) if value]
+    if given.manner:
+        yourself.append(f"Your manner: {given.manner}")
     sections = [("Who you are", yourself)]
+    if given.speech:
+        sections.append(("How you speak (examples of your manner, not things that happened)", [given.speech]))
     if given.now:
         sections.append(("Time", [f"Now: {given.now}"]))
     here = []

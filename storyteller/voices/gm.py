@@ -29,7 +29,7 @@ from dataclasses import dataclass, field
 
 from channels.db import database_sync_to_async
 
-from campaigns.models import Round, StateEvent
+from campaigns.models import CharacterCard, Round, StateEvent
 from campaigns.state import PROTAGONIST, apply_events, normalize, selection, state_at, state_for_turn
 from campaigns.state.minds import minds, whereabouts
 from campaigns.state.time import agenda, calendar, clock, rulebook, triggers, variables
@@ -329,9 +329,12 @@ def _brief(campaign, path, state, who, entries, heard):
     memories = [m.text for m in found.memories if not m.associated]
     associated = [m.text for m in found.memories if m.associated]
     titles = tuple(lore.titles(entries, lore.known_lore(state, who)))
+    card = CharacterCard.objects.filter(campaign=campaign, entity=who).values_list("personality", "examples").first()
     given = briefs.Given(**_story_time(campaign, state, who, people), lore=titles, memories=tuple(memories),
                          associated=tuple(associated),
-                         whereabouts=_believed(state, whereabouts.minds_at(path, campaign), who, heard))
+                         whereabouts=_believed(state, whereabouts.minds_at(path, campaign), who, heard),
+                         manner=card[0].strip() if card else "",
+                         speech=card[1].strip()[:briefs.SPEECH_CHARS] if card else "")
     return briefs.compose(state, who, given), [m.slot for m in found.memories]
 
 

@@ -88,15 +88,17 @@ def test_the_progress_page_is_its_owners_and_says_in_words_when_an_import_stoppe
 
 @pytest.mark.django_db(transaction=True)
 def test_the_progress_page_counts_the_rows_then_opens_the_campaign(client, owner):
-    gate, done = importing.threading.Event(), []
+    gate, counted, done = importing.threading.Event(), importing.threading.Event(), []
 
     def write(add):
         add(4)
+        counted.set()
         gate.wait(10)
         done.append(Campaign.objects.create(owner=owner, title="Written", protagonist="Edrin", opening="Rain."))
         return done[0]
 
     token = importing.start(owner, "the world of “Written”", 10, write)
+    assert counted.wait(10), "the import thread never started"  # else the page may be asked before the count
     client.force_login(owner)
     page = client.get(reverse("import_progress", args=[token]), HTTP_HX_REQUEST="true").content.decode()
     assert "4 of 10 records written (40%)" in page and 'hx-trigger="every 1s"' in page
