@@ -135,7 +135,7 @@ def version_groups(campaign_id, nodes):
     for pk, branch_id, depth in (Node.objects.filter(campaign_id=campaign_id, depth__in=depths)
                                  .exclude(role=Node.Role.OPENING).order_by("pk").values_list("pk", "branch_id",
                                                                                                "depth")):
-        groups.setdefault((depth, _owner(branches, branch_id, depth - 1)), []).append(pk)
+        groups.setdefault((depth, owner(branches, branch_id, depth - 1)), []).append(pk)
     wanted = {node.pk for node in nodes}
     return {pk: members for members in groups.values() if len(members) > 1 for pk in members if pk in wanted}
 

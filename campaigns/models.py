@@ -287,11 +287,18 @@ class Branch(models.Model):
         return f"line {self.number} of campaign {self.campaign_id}"
 
     def save(self, *args, **kwargs):
-        # The next number of the campaign: branches are made inside a write transaction, one writer at a time.
         if not self.number:
-            last = Branch.objects.filter(campaign_id=self.campaign_id).aggregate(last=models.Max("number"))["last"]
-            self.number = (last or 0) + 1
+            self.number = Branch.next_number(self.campaign_id)
         super().save(*args, **kwargs)
+
+    @staticmethod
+    def next_number(campaign_id):
+        """Return the campaign's next branch number (a bulk create numbers its rows on from it itself).
+
+        Branches are made inside a write transaction, one writer at a time, so no two takers see the same number.
+        """
+        last = Branch.objects.filter(campaign_id=campaign_id).aggregate(last=models.Max("number"))["last"]
+        return (last or 0) + 1
 
 
 class AuthorNote(models.Model):

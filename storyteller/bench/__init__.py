@@ -11,8 +11,8 @@ This package may import every app; nothing imports it but the command and
 the prefix-reuse test.
 """
 
-from . import (branches, builtin, checkpoint, imports, knowledge, limits, memory, minds, overhead, page, recording, rules,
-               state, tavern, turn, turn_first, voices, world)
+from . import (branches, builtin, checkpoint, imports, knowledge, limits, memory, minds, overhead, page, recording,
+               rules, state, tavern, turn, turn_first, voices, world)
 
 BENCHMARKS = {
     "turn": turn.run,

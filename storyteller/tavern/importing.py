@@ -457,8 +457,9 @@ def _write_rows(campaign, branch, rows, fork, through, *, writes=None, progress=
     made = {}
 
     def branches(chunk):
-        created = Branch.objects.bulk_create([Branch(campaign_id=campaign.pk, parent_id=branch,
-                                                     fork_depth=row.depth - 1) for row, _ in chunk])
+        first = Branch.next_number(campaign.pk)  # a bulk create does not call save(), which numbers one
+        created = Branch.objects.bulk_create([Branch(campaign_id=campaign.pk, parent_id=branch, number=first + n,
+                                                     fork_depth=row.depth - 1) for n, (row, _) in enumerate(chunk)])
         made.update({(id(row), index): b.pk for (row, index), b in zip(chunk, created)})
 
     nodes, snapshots = [], []

@@ -6,7 +6,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('campaigns', '0013_staged_campaigns'),
+        ('campaigns', '0014_tavern'),
     ]
 
     operations = [
