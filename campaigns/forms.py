@@ -47,10 +47,10 @@ class CampaignForm(forms.ModelForm):
          ("title", "genre", "protagonist", "persona", "opening", "world")),
         ("narrator", "Narrator and model", "How the story reads. The defaults read well; change them to taste.",
          ("point_of_view", "prose_length", "dialogue_density", "descriptive_richness", "violence_level", "pacing",
-          "style_notes", "narrator_rules", "reply_direction", "style_examples", "temperature")),
-        ("memory", "Memory and budget", "How much the narrator reads at once and what characters remember. The "
-         "budget starts at what the narrator model can read.",
-         ("context_token_budget", "max_output_tokens", "memory_flaky", "memory_recall", "memory_over_retrieve",
+          "style_notes", "narrator_rules", "reply_direction", "style_examples")),
+        ("memory", "Memory and budget", "How much the narrator reads and writes at once, how freely, and what "
+         "characters remember. The budget starts at what the narrator model can read.",
+         ("context_token_budget", "max_output_tokens", "temperature", "memory_flaky", "memory_recall", "memory_over_retrieve",
           "memory_diversity", "memory_associate")),
         ("voices", "Voices", "A game master, characters who speak for themselves, off-stage actions and the world "
          "author. Off by default: one narrator tells the story.", tuple(VOICES_FIELDS)),
