@@ -85,7 +85,7 @@ def entity_form(request, pk, kind, key=""):
         return _page(request, campaign, state, form, saved=request.GET.get("saved") == "1")
     form, json_error = entityforms.posted(kind, request.POST, state=state, key=key, initial=initial)
     if json_error or "show" in request.POST or not form.is_valid():
-        return _page(request, campaign, state, form, json_error=json_error,
+        return _page(request, campaign, state, form, json_error=json_error, shown="show" in request.POST,
                      status=400 if json_error or (form.errors and "show" not in request.POST) else 200)
     planned = form.plan()
     if not planned:
@@ -98,8 +98,7 @@ def entity_form(request, pk, kind, key=""):
             else:
                 form.refusals.setdefault(field, []).append(f"{reason[:1].upper()}{reason[1:]}.")
         return _page(request, campaign, state, form, status=400)
-    made = key or _head(campaign).resolve(form.cleaned_data["name"])
-    return redirect(reverse("entity_edit", args=[campaign.pk, kind, made]) + "?saved=1")
+    return redirect(reverse("entity_edit", args=[campaign.pk, kind, key or saved.made()]) + "?saved=1")
 
 
 def _page(request, campaign, state, form, *, status=200, **flags):

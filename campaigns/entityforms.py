@@ -25,7 +25,7 @@ from django import forms
 from django.db import transaction
 
 from . import ruleforms, storytime
-from .models import StateEvent
+from .models import StateEvent, StateRecord
 from .state import apply_events
 from .state.reading import normalize
 from .state.registry import MAX_ALIASES, MAX_NAME, MAX_TEXT
@@ -726,6 +726,11 @@ class Saved:
 
     events: list
     refused: list  # [(field, reason)]
+
+    def made(self):
+        """Return the key of the thing the first event made or changed (two items may share a name; keys differ)."""
+        record = StateRecord.objects.filter(event=self.events[0], kind="entity").first() if self.events else None
+        return record.subject if record else ""
 
 
 class _Undo(Exception):

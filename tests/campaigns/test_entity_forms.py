@@ -157,6 +157,16 @@ def test_editing_a_place_takes_a_feature_away_and_opens_its_door_on_both_sides(c
     assert not [e for e in world.exits_from(state, "yard") if e.to == "boathouse"], "the way back goes"
 
 
+def test_a_second_item_of_a_name_is_its_own_and_the_save_goes_to_its_form(client_of, keep):
+    response = post(client_of, keep, "item", {"name": "arrows", "holder": "Hall", "quantity": "3"})
+    assert response.status_code == 302
+    key = response["Location"].rstrip("/").split("?")[0].rstrip("/").split("/")[-1]
+    state = now(keep)
+    existing = {r.subject for r in state.entities() if r.value == "arrows"} - {key}
+    assert len(existing) == 2 and world.item_of(state, key).holder == "hall", "a third stack, its own form"
+    assert world.item_of(state, key).quantity == 3
+
+
 def test_an_item_from_the_form_is_where_it_is_said_to_be_and_edited_it_moves(client_of, keep):
     before = last_event(keep)
     response = post(client_of, keep, "item", {"name": "tin whistle", "description": "dented", "holder": "Mara",
@@ -331,6 +341,7 @@ def test_the_json_view_shown_in_the_form_fills_its_fields_and_saving_it_makes_th
     shown = json_post(client_of, keep, "character", WREN_JSON, show=True)
     page = shown.content.decode()
     assert shown.status_code == 200 and written(keep) == counts, "shown, not saved"
+    assert "nothing is saved until you save" in shown.content.decode()
     assert 'name="character-name" value="Wren"' in page and 'name="character-place" value="Hall"' in page
     assert "checked" in page.split('data-field="lore"')[1].split("</div>")[0]
     assert ">\nbrass lantern</textarea>" in page and 'name="character-routine_0_place" value="Yard"' in page
