@@ -705,6 +705,41 @@ class _StepStatus(models.CharField):
         return name, "django.db.models.CharField", args, kwargs  # to migrations, the CharField it is
 
 
+class ModelRequest(models.Model):
+    """One request a post-turn step made of the model server for a reply, and what it cost (issue 27).
+
+    Derived, for the inspector: how long the prompt was, how much of it began
+    as the narration's prompt and reply (what a server with one prompt cache
+    holds after the narration), and what the server reported reading, when
+    it says (Ollama's ``prompt_eval_count``). Not carried by a bundle.
+    """
+
+    node = models.ForeignKey(Node, on_delete=models.CASCADE, related_name="model_requests")
+    number = models.PositiveSmallIntegerField(help_text="In the order the requests were made after the reply.")
+    kind = models.CharField(max_length=40, help_text="The step that asked: recorder, judge, minds, memory…")
+    messages = models.PositiveSmallIntegerField()
+    shared_messages = models.PositiveSmallIntegerField(help_text="The leading messages that are the narration's.")
+    prompt_tokens = models.PositiveIntegerField(help_text="Estimated (cl100k), as a chat template lays it out.")
+    shared_tokens = models.PositiveIntegerField(help_text="Of them, what begins as the narration's prompt and reply.")
+    server_prompt = models.PositiveIntegerField(null=True, blank=True, help_text="The prompt, by the server's count.")
+    server_read = models.PositiveIntegerField(null=True, blank=True,
+                                              help_text="What the server says it read (not found in its cache).")
+    written = models.PositiveIntegerField(null=True, blank=True, help_text="The answer's tokens, by the server.")
+    source = models.CharField(max_length=200, blank=True, help_text="Where the server's figures come from.")
+    asked = models.TextField(blank=True, help_text="The messages after the narration's and the reply: the step's own.")
+
+    class Meta:
+        ordering = ["node", "number"]
+
+    def __str__(self):
+        return f"{self.kind} request {self.number} after node {self.node_id}"
+
+    @property
+    def new_tokens(self):
+        """Return the tokens of the prompt that do not begin as the narration's: what a one-cache server reads."""
+        return self.prompt_tokens - self.shared_tokens
+
+
 class StepRun(models.Model):
     """What one post-turn step (storyteller/steps/) did after one reply: its status, why it failed, when.
 

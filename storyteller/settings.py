@@ -253,6 +253,15 @@ STORYTELLER_MEMORY_TOP_K = _env_count("STORYTELLER_MEMORY_TOP_K", 5)
 # Whether the recorder's second call records what the characters perceived after each reply (issue 14). On a
 # slow machine with a small model it costs a model call or two a turn in the background (bench "minds").
 STORYTELLER_RECORD_MINDS = _env_bool("STORYTELLER_RECORD_MINDS", True)
+# How the post-turn steps lay out their requests (issue 27): "narration" continues the narration's own prompt (its
+# messages, the reply, then the step's instructions), so a server with one prompt cache re-reads only what is new;
+# "own" gives each step a prompt of its own, shorter but shared with nothing (for a server that caches nothing).
+STORYTELLER_STEP_PROMPTS = _env_str("STORYTELLER_STEP_PROMPTS", "narration")
+if STORYTELLER_STEP_PROMPTS not in ("narration", "own"):
+    from django.core.exceptions import ImproperlyConfigured
+
+    raise ImproperlyConfigured(f"STORYTELLER_STEP_PROMPTS is {STORYTELLER_STEP_PROMPTS!r}; set it to 'narration' (the "
+                               "default) or 'own'.")
 # How long the summariser may take to write one chunk of a checkpoint summary:
 # longer than a memory's, since a chunk fills most of the window.
 STORYTELLER_CHECKPOINT_TIMEOUT = _env_seconds("STORYTELLER_CHECKPOINT_TIMEOUT", 180.0)

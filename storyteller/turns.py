@@ -21,9 +21,9 @@ from campaigns.models import Campaign, Node
 from memory import bank, recall_index
 
 from . import context, llm, tokens, warming
-from .steps import compaction, postturn
+from .steps import compaction, postturn, requests
 from .voices import gm
-from .llm import priority, thinking
+from .llm import priority, thinking, usage
 from .context import Action
 from .context.budget import MESSAGE_OVERHEAD, REPLY_MARGIN
 
@@ -295,13 +295,16 @@ def _forget_drafts(campaign_id, count):
 async def _play(campaign_id, action, relay, retry, notify, think, *, on_voice=None, voices=False, edit_of=None):
     prepared = await _prepare_compacting(campaign_id, action, retry, notify, edit_of)
     campaign = prepared.campaign
-    played, messages = None, prepared.ctx.messages
+    played, messages, used = None, prepared.ctx.messages, []
     if voices:
         try:
-            played = await gm.play(campaign, prepared.path, prepared.ctx, prepared.narrator, on_voice=on_voice)
+            with usage.collecting() as used:
+                played = await gm.play(campaign, prepared.path, prepared.ctx, prepared.narrator, on_voice=on_voice)
         except gm.StepFailed as error:
             raise TurnFailed(f"{error} Nothing was saved.") from error
         messages = played.narration_messages
+        # The steps after the turn continue the narration's prompt, the game master's rules and notes included.
+        prepared.ctx.report["prompt"]["digest"] = context.digest(messages)
     options = llm.ChatOptions(
         num_predict=campaign.max_output_tokens,
         num_ctx=campaign.context_token_budget,
@@ -319,7 +322,10 @@ async def _play(campaign_id, action, relay, retry, notify, think, *, on_voice=No
     if played is None:
         counted = context.node_tokens(Node.Role.NARRATOR, "", text)
     else:
-        report["voices"] = {**played.report, "narration": await gm.narration_step(prepared.narrator, messages, text)}
+        with usage.collecting() as after:
+            report["voices"] = {**played.report, "narration": await gm.narration_step(prepared.narrator, messages,
+                                                                                    text)}
+        used += after
         counted = gm.reply_tokens(played, text)  # as history renders the turn: notes, request, narration
         text = gm.transcript(played, text)
     reply = story.Reply(
@@ -336,6 +342,7 @@ async def _play(campaign_id, action, relay, retry, notify, think, *, on_voice=No
     )
     node = await database_sync_to_async(_commit)(prepared, reply, retry, played)
     _forget_drafts(campaign_id, len(drafts))
+    await requests.arecord(node.pk, used)  # the game master's steps, its characters, its narration step
     # The commit has returned, so the turn is durable: only now may the recorder read it.
     post_turn = postturn.schedule(campaign.pk, node.pk)
     notice = ""

@@ -336,6 +336,7 @@ def inspector(request, pk, node_pk):
         "budget": report["budget"],
         "on_path": lineage.path_of(campaign).contains(node.branch_id, node.depth),
         "voice_rounds": _voice_rounds(node, report),
+        "model_requests": list(node.model_requests.all()),
     })
 
 

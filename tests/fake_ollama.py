@@ -7,13 +7,28 @@ too); this module re-exports it so tests keep importing it from here.
 """
 
 import argparse
+import contextlib
 import threading
 
 import pytest
 
 from storyteller.llm.fake_server import DEFAULT_MODELS, DEFAULT_REPLY, FakeModelServer, Request, Thought, example_for
 
-__all__ = ["DEFAULT_MODELS", "DEFAULT_REPLY", "FakeModelServer", "Request", "Thought", "example_for", "fake_ollama"]
+__all__ = ["DEFAULT_MODELS", "DEFAULT_REPLY", "FakeModelServer", "Request", "Thought", "example_for", "fake_ollama",
+           "serving"]
+
+
+@contextlib.asynccontextmanager
+async def serving(settings, **options):
+    """Run a FakeModelServer(**options) with the app pointed at it as Ollama; settle the post-turn work after."""
+    from storyteller.steps import postturn
+
+    with FakeModelServer(**options) as server:
+        settings.STORYTELLER_LLM_URL = server.url
+        settings.STORYTELLER_LLM_URL_CONFIGURED = True
+        settings.STORYTELLER_LLM_API = "ollama"
+        yield server
+        await postturn.settle()
 
 
 @pytest.fixture

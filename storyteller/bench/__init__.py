@@ -11,8 +11,8 @@ This package may import every app; nothing imports it but the command and
 the prefix-reuse test.
 """
 
-from . import (branches, builtin, checkpoint, imports, knowledge, limits, memory, minds, overhead, page, recording,
-               rules, state, tavern, turn, turn_first, voices, world)
+from . import (branches, builtin, checkpoint, imports, knowledge, limits, memory, minds, model_work, overhead, page,
+               recording, rules, state, tavern, turn, turn_first, voices, world)
 
 BENCHMARKS = {
     "turn": turn.run,
@@ -30,9 +30,10 @@ BENCHMARKS = {
     "minds": minds.run,
     "voices": voices.run,
     "builtin": builtin.run,
+    "model-work": model_work.run,
     "limits": limits.run,
     "branches": branches.run,
     "tavern": tavern.run,
 }
-# Run only when named: minutes of the built-in model, not milliseconds of the app.
-SLOW = {"recording", "builtin"}
+# Run only when named: minutes of the built-in model (or of 440 turns played), not milliseconds of the app.
+SLOW = {"recording", "builtin", "model-work"}

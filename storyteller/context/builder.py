@@ -14,6 +14,7 @@ by the checkpoint (seed 001). History is never silently shortened; past the
 high watermark the build raises NeedsCompaction and the turn summarises first.
 """
 
+import hashlib
 import json
 from dataclasses import dataclass
 
@@ -21,7 +22,7 @@ from django.db import connection
 
 from campaigns import notes
 from campaigns import state as story_state
-from campaigns.models import CanonRule, CharacterCard, Round
+from campaigns.models import CanonRule, CharacterCard, Node, Round
 from memory import checkpoints
 
 from .. import tokens
@@ -30,7 +31,7 @@ from . import events as events_section
 from . import memories as memory_section
 from . import rules as rules_section
 from . import state as state_section
-from .layers import BRANCH_CONTEXT, DYNAMIC_TAIL, Section
+from .layers import BRANCH_CONTEXT, DYNAMIC_TAIL, STABLE_PREFIX, Section
 
 REPORT_VERSION = 1
 
@@ -170,8 +171,50 @@ def build(campaign, path, action, *, model="", api="", seed=None, query=None, me
         _report_knowledge(report, sections, knowledge_report, standing_dropped, knowledge_tokens)
     if lore_report is not None:
         _report_lorebook(report, lore_report, lore_tokens)
-    return Context(messages=messages, sections=sections, report=report, tail_start=tail_start,
-                   input_at=len(messages) - (2 if placed == len(messages) - 1 else 1))
+    input_at = len(messages) - (2 if placed == len(messages) - 1 else 1)
+    # What the post-turn steps continue (issue 27): the messages are read again from the sections and the nodes the
+    # history names (``messages_of``), and the digest says they are the ones sent, byte for byte.
+    report["prompt"] = {"name": name, "messages": len(messages), "tail_start": tail_start, "input_at": input_at,
+                        "digest": digest(messages)}
+    return Context(messages=messages, sections=sections, report=report, tail_start=tail_start, input_at=input_at)
+
+
+def digest(messages):
+    """Return the SHA-256 of ``messages`` (roles and contents, in order): what a prompt read again is checked by."""
+    return hashlib.sha256(json.dumps([[m["role"], m["content"]] for m in messages], ensure_ascii=False)
+                          .encode("utf-8")).hexdigest()
+
+
+def messages_of(report):
+    """Return the messages a reply's stored context report was sent as, or None when it does not say (a report
+    written before issue 27, or one whose history names nodes no longer there).
+
+    Laid out as ``build`` lays them: the stable sections as the system
+    message, the summary, the history from the nodes its section names (read
+    again, with the player's name the build used), the dynamic tail's sections
+    as the last message, and the author's note where it was placed. The caller
+    checks them against the report's digest before using them.
+    """
+    record = report.get("prompt") if isinstance(report, dict) else None
+    if not isinstance(record, dict) or "digest" not in record:
+        return None
+    sections = report.get("sections") or []
+    history = next((s for s in sections if s["key"] == "history"), {"components": []})
+    ids = [c["id"] for c in history["components"] if c.get("type") == "node"]
+    rows = sorted(Node.objects.filter(pk__in=ids).values_list("depth", "tokens", "id", "role", "mode", "text"))
+    if len(rows) != len(ids):
+        return None
+    _, history_messages = _history_section(rows, _rounds([pk for _, _, pk, role, _, _ in rows if role != "player"]),
+                                           record["name"])
+    summary = [{"role": "system", "content": s["text"]} for s in sections if s["key"] == "summary"]
+    tail = [s["text"] for s in sections if s["zone"] == DYNAMIC_TAIL and s["key"] != "author_note"]
+    messages = [{"role": "system", "content": "\n\n".join(s["text"] for s in sections if s["zone"] == STABLE_PREFIX)},
+                *summary, *history_messages, {"role": "user", "content": "\n\n".join(tail)}]
+    note = report.get("author_note") or {}
+    written = next((s for s in sections if s["key"] == "author_note"), None)
+    if note.get("index") is not None and written is not None:
+        messages.insert(note["index"], {"role": note["role"], "content": written["text"]})
+    return messages
 
 
 def _author_note(path, name):

@@ -17,7 +17,7 @@ import importlib.util
 from collections.abc import AsyncIterator
 from pathlib import Path
 
-from . import priority, supervisor
+from . import priority, supervisor, usage
 from .base import ChatOptions, Chunk, EmbeddingUnavailable, ModelInfo, NarratorError, parse_json_reply
 
 BUILTIN_MODEL = "smollm2-135m-instruct (built-in)"
@@ -93,6 +93,9 @@ class BuiltinNarrator:
             while True:
                 message = await call.next()
                 if "json" in message:
+                    used = message.get("usage") or {}
+                    usage.note(messages, prompt=used.get("prompt"), read=used.get("read"), written=used.get("written"),
+                               source="the built-in narrator (what it read after the prefix its cache held)")
                     return parse_json_reply(message["json"], self.model)
                 if "cancelled" in message:
                     raise NarratorError("The built-in narrator stopped this answer before it was finished. Try again.")

@@ -22,7 +22,7 @@ Out::
     {"id": 7, "started": true}                                                     the request has the model
     {"id": 7, "text": "…"}                                                         a piece of the reply
     {"id": 7, "done": {"done_reason": "stop", "prompt_eval_count": 48, "eval_count": 60}, "ms": 840.2}
-    {"id": 8, "json": "{…}", "ms": 5120.4}
+    {"id": 8, "json": "{…}", "usage": {"prompt": 900, "read": 40, "written": 31}, "ms": 5120.4}
     {"id": 7, "cancelled": true}
     {"id": 7, "error": "words for a person"}
 
@@ -175,8 +175,8 @@ def _answer(model, request, current, out):
                                 lambda text: out.send({"id": request_id, "text": text}))
             out.send({"id": request_id, "done": done, "ms": elapsed()})
         elif request["op"] == "json":
-            text = model.complete(request["messages"], request["schema"], options, current.stop)
-            out.send({"id": request_id, "json": text, "ms": elapsed()})
+            text, used = model.complete(request["messages"], request["schema"], options, current.stop)
+            out.send({"id": request_id, "json": text, "usage": used, "ms": elapsed()})
         else:
             out.send({"id": request_id, "error": f"The built-in narrator does not know the request {request['op']!r}."})
     except Cancelled:
@@ -293,6 +293,7 @@ class _Model:
         tokens, stops = self._prompt(messages, options)
         grammar, limit = self._grammar(schema, options.num_predict)
         parts = []
+        held = self._held(tokens)
         finish_reason = self._generate(tokens, stop, parts.append, max_tokens=limit, temperature=options.temperature,
                                        seed=options.seed, stop=stops, grammar=grammar)
         if finish_reason == "length":
@@ -300,7 +301,18 @@ class _Model:
                 f"The built-in narrator's answer reached its {limit:,}-token limit before it closed, so it "
                 "could not be used. Try again, or start Ollama with a larger model."
             )
-        return "".join(parts)
+        return "".join(parts), {"prompt": len(tokens), "read": len(tokens) - held,
+                                "written": self.llm.n_tokens - len(tokens) + 1}
+
+    def _held(self, tokens):
+        """Return how many of ``tokens`` the model's cache already holds (llama-cpp's prefix match, which reads
+        the last of them again when it holds them all)."""
+        held = 0
+        for cached, token in zip(self.llm._input_ids.tolist(), tokens):
+            if cached != token:
+                break
+            held += 1
+        return held - 1 if held and held == len(tokens) else held
 
     def _generate(self, tokens, halt, on_text, **sampling):
         """Hand each piece of text to ``on_text`` until the reply ends; return why it ended (llama-cpp's words).

@@ -36,7 +36,9 @@ chat template that opened the block in the prompt leaves it); an Ollama request 
 text alone, as a model that was asked not to think. `refuse_think()` answers any Ollama request carrying `think`
 as Ollama answers one for a model that cannot think (400), until `refuse_think(False)`.
 
-Every request is recorded in `server.requests`, every streamed chunk with its
+Every request is recorded in `server.requests`, every chat request with its answer in `server.exchanges`
+(`cache_slots=N` reports as prompt_eval_count what a server with N prompt caches reads of each prompt,
+storyteller.llm.caching, counted in words), every streamed chunk with its
 `time.perf_counter()` write time in `server.chunks`, and every stream the
 client closed before its end in `server.cancelled`. Embeddings are
 `storyteller.llm.scripted.vector_for(text)`, so tests can predict them. A
@@ -78,7 +80,7 @@ from collections import deque
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
-from . import structured
+from . import caching, structured
 from .scripted import vector_for
 
 DEFAULT_REPLY = "The story continues."
@@ -168,7 +170,11 @@ class FakeModelServer:
     structured_modes: tuple[str, ...] = structured.MODES  # the structured-output modes accepted
     stubs: object = None  # answers what is not scripted: reply(messages, schema), embed(text)
     slots: int | None = None  # chat requests answered at once; more wait in line (Ollama's OLLAMA_NUM_PARALLEL)
+    # Prompt caches to report reading as (``caching.Slots``): prompt_eval_count is then what such a server reads of
+    # each prompt, as Ollama reports it, instead of the whole prompt.
+    cache_slots: int | None = None
     requests: list[Request] = field(default_factory=list, repr=False)
+    exchanges: list[tuple[dict, str]] = field(default_factory=list, repr=False)  # (chat request body, answer), in turn
     chunks: list[WrittenChunk] = field(default_factory=list, repr=False)
     cancelled: int = 0
 
@@ -184,6 +190,7 @@ class FakeModelServer:
         self._json_delay = 0.0
         self._refuse_think = False
         self._slots = threading.Semaphore(self.slots) if self.slots else None
+        self._caches = caching.Slots(self.cache_slots) if self.cache_slots else None
         self._lock = threading.Lock()
         self._stopping = threading.Event()
         self._httpd = None
@@ -415,6 +422,15 @@ class FakeModelServer:
         with self._lock:
             self.requests.append(request)
 
+    def _answered(self, body: dict, answer: str) -> int:
+        """Record the exchange; return the prompt tokens to report: all of them, or what the caches had to read."""
+        messages = body.get("messages") or []
+        with self._lock:
+            self.exchanges.append((body, answer))
+            if self._caches is None:
+                return _prompt_tokens(messages)
+            return self._caches.serve("", messages, answer, _word_count).read
+
     def _record_chunk(self, text: str):
         with self._lock:
             self.chunks.append(WrittenChunk(text, time.perf_counter()))
@@ -497,6 +513,10 @@ def example_for(schema: dict):
     if kind == "string":
         return "x" * schema.get("minLength", 0)
     return {"integer": 0, "number": 0, "boolean": False, "null": None}[kind]
+
+
+def _word_count(text: str) -> int:
+    return len(text.split())
 
 
 def _prompt_tokens(messages: list[dict]) -> int:
@@ -663,7 +683,7 @@ class _Handler(BaseHTTPRequestHandler):
         options = body.get("options") or {}
         schema = body.get("format") if isinstance(body.get("format"), dict) else None
         reply = fake._next_reply(schema, options.get("num_predict"), body.get("messages"), body.get("think"))
-        prompt_tokens = _prompt_tokens(body.get("messages", []))
+        prompt_tokens = fake._answered(body, reply.text)
         final = {
             "model": body.get("model"),
             "created_at": _now(),
@@ -699,7 +719,7 @@ class _Handler(BaseHTTPRequestHandler):
             return
         schema = _asked_schema(body.get("response_format"), body.get("messages") or [])
         reply = fake._next_reply(schema, body.get("max_tokens"), body.get("messages"))
-        prompt_tokens = _prompt_tokens(body.get("messages", []))
+        prompt_tokens = fake._answered(body, reply.text)
         usage = {
             "prompt_tokens": prompt_tokens,
             "completion_tokens": len(reply.chunks),

@@ -7,7 +7,7 @@ from dataclasses import replace
 
 import httpx
 
-from . import structured, thinking
+from . import structured, thinking, usage
 from .base import (
     READ_TIMEOUT,
     ChatOptions,
@@ -23,6 +23,9 @@ from .base import (
 
 # Ollama holds a reply to the schema passed as `format` (a grammar built from it).
 STRUCTURED = "format with the schema — Ollama holds every reply to the schema"
+
+# Ollama counts in prompt_eval_count only the prompt tokens it evaluated: a prefix it held in its cache is not counted.
+READ = "Ollama's prompt_eval_count (what it read; a prefix it held in its cache is not counted)"
 
 _START_HINT = "Start it with `ollama serve`, or set STORYTELLER_LLM_URL to where it runs."
 
@@ -93,6 +96,7 @@ class OllamaClient:
         async def ask(sent):
             body = self._chat_body(sent, replace(options, think=False), stream=False) | {"format": schema}
             reply = await self._chat(body)
+            usage.note(sent, read=reply.get("prompt_eval_count"), written=reply.get("eval_count"), source=READ)
             _, text = thinking.split(reply.get("message", {}).get("content", ""))
             return text, reply.get("done_reason")
 

@@ -13,7 +13,7 @@ from collections.abc import AsyncIterator
 
 import httpx
 
-from . import structured, thinking
+from . import structured, thinking, usage
 from .base import (
     READ_TIMEOUT,
     ChatOptions,
@@ -236,7 +236,9 @@ class OpenAIClient:
             self._raise_for(response)
         structured.remember(self.url, self.model, mode)
         try:
-            choice = response.json()["choices"][0]
+            answered = response.json()
+            _note_usage(messages, answered)
+            choice = answered["choices"][0]
             _, text = thinking.split(choice["message"]["content"] or "")
             return text, choice.get("finish_reason")
         except (ValueError, KeyError, IndexError, TypeError) as error:
@@ -393,3 +395,22 @@ def _error_text(response: httpx.Response) -> str:
 
 def _message_of(error) -> str:
     return str(error.get("message", error)) if isinstance(error, dict) else str(error)
+
+
+def _note_usage(messages, answered):
+    """Note what an OpenAI-compatible server said a structured request cost: llama.cpp's server says what it read
+    (``timings.prompt_n``; what it held in its cache is ``cache_n``), vLLM and others how much was cached
+    (``usage.prompt_tokens_details.cached_tokens``); the rest only the whole prompt."""
+    used = answered.get("usage") if isinstance(answered.get("usage"), dict) else {}
+    timings = answered.get("timings") if isinstance(answered.get("timings"), dict) else {}
+    prompt, written = used.get("prompt_tokens"), used.get("completion_tokens")
+    cached = (used.get("prompt_tokens_details") or {}).get("cached_tokens")
+    if isinstance(timings.get("prompt_n"), int):
+        usage.note(messages, prompt=prompt, read=timings["prompt_n"], written=written,
+                   source="llama.cpp's timings.prompt_n (what it read after its cached prefix)")
+    elif isinstance(cached, int) and isinstance(prompt, int):
+        usage.note(messages, prompt=prompt, read=prompt - cached, written=written,
+                   source="usage.prompt_tokens less prompt_tokens_details.cached_tokens")
+    else:
+        usage.note(messages, prompt=prompt, written=written,
+                   source="usage.prompt_tokens (the whole prompt: this server does not say what it read)")

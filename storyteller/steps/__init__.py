@@ -31,3 +31,4 @@ class Step:
     doing: str  # what the play page says while it runs
     name: str  # what the play page calls it when it fails
     record: type  # its run row on the reply: one per node, with a status ("failed" on failure) and an error
+    kind: str = ""  # what its model requests are called where they are counted (campaigns.models.ModelRequest)

@@ -121,7 +121,7 @@ async def play(node_id):
     return OffstageRun.Status.FAILED if errors else OffstageRun.Status.PLAYED
 
 
-STEP = Step(play, "Playing what happens off stage…", "Off-stage step", OffstageRun)
+STEP = Step(play, "Playing what happens off stage…", "Off-stage step", OffstageRun, kind="off stage")
 
 
 def _prepare(node_id):

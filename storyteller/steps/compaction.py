@@ -126,7 +126,7 @@ async def checkpoint(node_id):
     return status
 
 
-STEP = Step(checkpoint, "Writing the summary…", "Summary step", CheckpointRun)
+STEP = Step(checkpoint, "Writing the summary…", "Summary step", CheckpointRun, kind="summary")
 
 
 async def rebuild(campaign_id):

@@ -52,4 +52,5 @@ def _pending(node_id):
     return node.campaign_id, (run.attempts + 1) if run else 1
 
 
-STEP = Step(after_turn, "Completing the new parts of the world…", "Consolidation step", ConsolidationRun)
+STEP = Step(after_turn, "Completing the new parts of the world…", "Consolidation step", ConsolidationRun,
+            kind="consolidation")

@@ -25,7 +25,7 @@ from campaigns.state.time import rulebook, triggers
 
 from .. import llm
 from ..llm import failures, priority
-from . import Step
+from . import Step, prompts
 
 logger = logging.getLogger(__name__)
 
@@ -74,7 +74,7 @@ async def judge(node_id):
     return JudgeRun.Status.APPLIED
 
 
-STEP = Step(judge, "Judging the world's triggers…", "Judge step", JudgeRun)
+STEP = Step(judge, "Judging the world's triggers…", "Judge step", JudgeRun, kind="judge")
 
 
 def _prepare(node_id):
@@ -86,8 +86,11 @@ def _prepare(node_id):
     state = story_state.state_for_events(path, campaign, [])
     questions = triggers.questions(rulebook.triggers_of(state))[:MAX_QUESTIONS]
     player = path.nodes().filter(depth=node.depth - 1).first()
-    messages = [{"role": "system", "content": RULES}, {"role": "user", "content": _prompt(questions, player, node)}]
-    options = llm.ChatOptions(num_predict=MAX_TOKENS, num_ctx=campaign.context_token_budget, temperature=0.0)
+    # With nothing to judge no model is asked, so the narration's prompt is not read either.
+    messages = (prompts.continuing(prompts.narration_of(node), RULES, _prompt(questions, player, node),
+                                   room=prompts.room_for(campaign, MAX_TOKENS)) if questions else [])
+    options = llm.ChatOptions(num_predict=prompts.answer_limit(campaign, messages, MAX_TOKENS),
+                              num_ctx=campaign.context_token_budget, temperature=0.0)
     return _Job(node, campaign.narrator_model, messages, options, questions)
 
 

@@ -27,7 +27,7 @@ from memory.models import MemoryRun
 from .. import llm, warming
 from ..context import layers
 from ..llm import failures, priority
-from . import Step
+from . import Step, prompts
 
 logger = logging.getLogger(__name__)
 
@@ -105,7 +105,7 @@ async def remember(node_id):
     return status
 
 
-STEP = Step(remember, "Writing memories…", "Memory step", MemoryRun)
+STEP = Step(remember, "Writing memories…", "Memory step", MemoryRun, kind="memory")
 
 
 async def embed_missing(campaign):
@@ -145,6 +145,9 @@ def _prepare(node_id):
     path = lineage.path_at(campaign.pk, node.branch_id, node.depth)
     due = blocks.due_blocks(node.depth, bank.cursor(campaign.pk, path))
     found = []
+    # The memory continues the narration's prompt up to its tail only: the tail holds the state's narrator-only
+    # lines, and a memory carries no secrecy mark (docs/decisions.md, "Where each request sits").
+    narration = prompts.narration_of(node) if due else None
     if due:
         nodes = list(path.nodes().filter(depth__gte=due[0][0], depth__lte=due[-1][1])
                      .values_list("depth", "branch_id", "role", "mode", "text"))
@@ -152,12 +155,12 @@ def _prepare(node_id):
             rows = [row for row in nodes if start <= row[0] <= end]
             texts = block_texts(rows)
             brief = _cast_brief(campaign, path.capped(end), "\n".join(texts))
-            messages = [
-                {"role": "system", "content": RULES},
-                {"role": "user", "content": f"{brief}\n\nStory excerpt:\n\n{blocks.excerpt(texts)}\n\nMemory:"},
-            ]
+            messages = prompts.before_tail(narration, RULES,
+                                           f"{brief}\n\nStory excerpt:\n\n{blocks.excerpt(texts)}\n\nMemory:",
+                                           room=prompts.room_for(campaign, MAX_TOKENS))
             found.append(_Block(start, end, rows[-1][1], messages))
-    options = llm.ChatOptions(num_predict=MAX_TOKENS, num_ctx=campaign.context_token_budget, temperature=0.0)
+    limit = min([prompts.answer_limit(campaign, block.messages, MAX_TOKENS) for block in found] or [MAX_TOKENS])
+    options = llm.ChatOptions(num_predict=limit, num_ctx=campaign.context_token_budget, temperature=0.0)
     return _Job(node, campaign, found, None, options)
 
 

@@ -38,7 +38,7 @@ from memory.models import MindsRun
 
 from .. import llm
 from ..llm import failures, priority
-from . import Step
+from . import Step, prompts
 
 logger = logging.getLogger(__name__)
 
@@ -157,7 +157,7 @@ async def record(node_id):
     return status
 
 
-STEP = Step(record, "Recording what the characters perceived…", "Minds step", MindsRun)
+STEP = Step(record, "Recording what the characters perceived…", "Minds step", MindsRun, kind="minds")
 
 
 async def _record(job, narrator):
@@ -197,9 +197,10 @@ def _prepare(node_id):
     player = path.nodes().filter(depth=node.depth - 1).first()
     text = f"{player.text if player else ''}\n{node.text}"
     state = story_state.state_for_turn(path, campaign, text)
-    messages = [{"role": "system", "content": RULES},
-                {"role": "user", "content": _prompt(state, path, player, node, text)}]
-    options = llm.ChatOptions(num_predict=MAX_TOKENS, num_ctx=campaign.context_token_budget, temperature=0.0)
+    messages = prompts.continuing(prompts.narration_of(node), RULES, _prompt(state, path, player, node, text),
+                                  room=prompts.room_for(campaign, MAX_TOKENS))
+    options = llm.ChatOptions(num_predict=prompts.answer_limit(campaign, messages, MAX_TOKENS),
+                              num_ctx=campaign.context_token_budget, temperature=0.0)
     return _Job(node, campaign, node.depth // 2, messages, options, (run.attempts + 1) if run else 1, recorded)
 
 

@@ -28,8 +28,8 @@ from campaigns import lineage
 from campaigns.models import ContextSnapshot, Node, RecorderRun
 
 from .. import llm
-from ..llm import priority
-from . import Step, away, compaction, consolidation, judge, memories, minds, recorder
+from ..llm import priority, usage
+from . import Step, away, compaction, consolidation, judge, memories, minds, recorder, requests
 
 logger = logging.getLogger(__name__)
 
@@ -38,16 +38,22 @@ logger = logging.getLogger(__name__)
 # conditions right after it (a condition is judged on the recorded state);
 # the checkpoint last, so the next turn finds its summary already written
 # (and the memory step's blocks are not waiting behind a long summary).
+# Ordered for a server with one prompt cache too (issue 27): every step that
+# continues the narration's prompt (recorder, judge, minds, memories) runs
+# before those with prompts of their own (off stage, consolidation, the
+# summary), so these cost the next narration its cache only on the turns they
+# run, and the summary's only where the next prompt changes anyway (a new
+# checkpoint).
 STEPS = [
     recorder.STEP,
     judge.STEP,
     # The recorder's second call (D11): what the characters perceived, then the recall index.
     minds.STEP,
+    memories.STEP,
     # Off stage (seed 002 离场行动): characters away from the player act on what is due, one at a time, and the
     # "Meanwhile" card is written; then the world author completes what it created (consolidation), when due.
     away.STEP,
     consolidation.STEP,
-    memories.STEP,
     compaction.STEP,
 ]
 
@@ -89,15 +95,18 @@ def schedule(campaign_id, node_id):
 
 
 async def run(node_id, *, campaign_id=None):
-    """Run every post-turn step for reply ``node_id``, each on its own (saying which, for ``campaign_id``)."""
+    """Run every post-turn step for reply ``node_id``, each on its own (saying which, for ``campaign_id``); keep
+    what each of its model requests cost, for the inspector."""
     for step in STEPS:
         if campaign_id is not None:
             _running[campaign_id] = step
         try:
-            with priority.background(f"the {step.name.lower()}"):
+            with priority.background(f"the {step.name.lower()}"), usage.collecting() as used, \
+                    usage.asking(step.kind):
                 await step.run(node_id)
         except Exception:  # noqa: BLE001 — a step records its own failure; this only keeps the next step alive
             logger.exception("post-turn step %s failed for node %s", step.run.__qualname__, node_id)
+        await requests.arecord(node_id, used)
 
 
 async def settle(campaign_id=None):

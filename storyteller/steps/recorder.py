@@ -37,7 +37,7 @@ from campaigns.state import selection
 from .. import llm
 from ..context import rules
 from ..llm import bounds, failures, priority
-from . import Step
+from . import Step, prompts
 
 logger = logging.getLogger(__name__)
 
@@ -151,7 +151,7 @@ async def record(node_id):
     return RecorderRun.Status.APPLIED
 
 
-STEP = Step(record, "Recording what the reply changed…", "Recording", RecorderRun)
+STEP = Step(record, "Recording what the reply changed…", "Recording", RecorderRun, kind="recorder")
 
 
 def _apply(job, events, model):
@@ -212,11 +212,11 @@ def _prepare(node_id):
     text = "\n".join(f"{player.text if player else ''}\n{reply.text}" for player, reply in pairs)
     state = story_state.state_for_turn(before, campaign, text)
     names = rules.recorder_types(state)
-    messages = [
-        {"role": "system", "content": rules_for(names)},
-        {"role": "user", "content": _prompt(state, pairs, _rounds(pairs) if ends is not None else {})},
-    ]
-    options = llm.ChatOptions(num_predict=MAX_TOKENS, num_ctx=campaign.context_token_budget, temperature=0.0)
+    messages = prompts.continuing(prompts.narration_of(node), rules_for(names),
+                                  _prompt(state, pairs, _rounds(pairs) if ends is not None else {}),
+                                  room=prompts.room_for(campaign, MAX_TOKENS))
+    options = llm.ChatOptions(num_predict=prompts.answer_limit(campaign, messages, MAX_TOKENS),
+                              num_ctx=campaign.context_token_budget, temperature=0.0)
     return _Job(node, campaign.narrator_model, messages, options, attempt=(run.attempts if run else 0) + 1,
                 schema=schema_for(names), waiting=tuple(r.node_id for r in waiting),
                 staged=ends is not None and campaign.game_master)

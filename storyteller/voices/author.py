@@ -35,7 +35,7 @@ from campaigns.state.world import authoring, world
 from campaigns.state.world.authoring import AuthorRefused, Request
 
 from .. import llm
-from ..llm import failures, priority
+from ..llm import failures, priority, usage
 from . import schemas
 from .limits import limits_of
 
@@ -90,8 +90,9 @@ async def ask(narrator, state, request, *, limits, turn, created_before=0):
                 {"role": "user", "content": _prompt(state, request, limits.authoring_per_turn - made)}]
     options = llm.ChatOptions(num_predict=MAX_TOKENS, temperature=0.2)
     try:
-        reply = await priority.call(lambda: asyncio.wait_for(
-            narrator.complete_json(messages, schemas.EDIT_WORLD, options), _timeout()))
+        with usage.asking("world author"):
+            reply = await priority.call(lambda: asyncio.wait_for(
+                narrator.complete_json(messages, schemas.EDIT_WORLD, options), _timeout()))
     except (llm.NarratorError, TimeoutError) as error:
         return Proposal("failed", _failure(error, narrator.model), request, turn)
     return decide(state, request, reply, turn=turn, per_turn=limits.authoring_per_turn, created_before=made)

@@ -38,6 +38,7 @@ from campaigns.state.world.authoring import Request
 from memory import recall, recall_index
 
 from .. import context, llm, tokens
+from ..llm import usage
 from . import author, briefs, resolution, rounds, schemas
 from .limits import limits_of
 
@@ -127,7 +128,8 @@ async def play(campaign, path, ctx, narrator, *, on_voice=None):
         tail, present = await database_sync_to_async(_round_view)(round_state, planned.number, limits.max_rounds,
                                                                     news)
         try:
-            step = await narrator.complete_json(step_messages(ctx.messages, tail), schemas.GM_ROUND, options)
+            with usage.asking("game master"):
+                step = await narrator.complete_json(step_messages(ctx.messages, tail), schemas.GM_ROUND, options)
         except llm.NarratorError as error:
             raise StepFailed(f"The game master's step of round {planned.number} failed: {error}") from error
         news = []
@@ -225,13 +227,14 @@ async def _character(campaign, path, narrator, state, who, entries, heard, this,
                                             + f"{question}\n\nAnswer as {name}."}]
     options = llm.ChatOptions(num_predict=CHARACTER_TOKENS, num_ctx=campaign.context_token_budget, temperature=0.7)
     try:
-        reply = await narrator.complete_json(messages, schemas.CHARACTER_REPLY, options)
-        wanted = _lore_key(reply.get("lore", ""), entries, state, who)
-        if wanted:
-            messages.append({"role": "assistant", "content": f'{{"lore": "{reply["lore"]}"}}'})
-            messages.append({"role": "user", "content": f"{wanted.title}: {wanted.text}\n\nNow answer, with lore "
-                                                        "\"\"."})
+        with usage.asking(f"character ({name})"):
             reply = await narrator.complete_json(messages, schemas.CHARACTER_REPLY, options)
+            wanted = _lore_key(reply.get("lore", ""), entries, state, who)
+            if wanted:
+                messages.append({"role": "assistant", "content": f'{{"lore": "{reply["lore"]}"}}'})
+                messages.append({"role": "user", "content": f"{wanted.title}: {wanted.text}\n\nNow answer, with "
+                                                            "lore \"\"."})
+                reply = await narrator.complete_json(messages, schemas.CHARACTER_REPLY, options)
     except llm.NarratorError as error:
         news.append(f"{name} stayed silent: the model did not answer for them ({error})")
         this.outputs.append({"speaker": who, "name": name, "text": "", "action": "", "failed": str(error)})
@@ -446,7 +449,8 @@ async def narration_step(narrator, messages, narration):
                                          "new stage of the story begin with it (a new scene, place or day)?"}]
     options = llm.ChatOptions(num_predict=NARRATION_TOKENS, temperature=0.0)
     try:
-        answer = await narrator.complete_json(asked, schemas.NARRATION, options)
+        with usage.asking("narration step"):
+            answer = await narrator.complete_json(asked, schemas.NARRATION, options)
     except llm.NarratorError as error:
         return {"text": narration, "addressed": [], "new_stage": False, "error": str(error)}
     return {"text": narration, "addressed": list(answer.get("addressed") or []),

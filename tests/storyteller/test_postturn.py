@@ -16,7 +16,7 @@ from django.urls import reverse
 from campaigns import lineage
 from campaigns.models import ConsolidationRun, Node, OffstageRun, RecorderRun
 from memory.models import Memory, MemoryRun
-from storyteller.llm.fake_server import FakeModelServer
+from tests.fake_ollama import serving
 from storyteller.steps import judge, postturn
 from tests.campaigns.test_lineage import act, texts
 from tests.memory.conftest import play_to
@@ -152,7 +152,7 @@ def test_a_reply_the_worker_has_not_finished_offers_to_run_it_rather_than_saying
     act(campaign, "look around")  # committed with no worker after it, as a restart mid-work leaves it
     page = status_of(client_of, campaign)
     assert 'data-worker="unfinished"' in page and "Up to date" not in page
-    assert ("recording, judge step, minds step, off-stage step, consolidation step, memory step, summary step" in page
+    assert ("recording, judge step, minds step, memory step, off-stage step, consolidation step, summary step" in page
             and 'data-action="retry-worker"' in page)
 
 
@@ -222,17 +222,13 @@ def test_worker_views_are_404_for_another_user_and_need_a_sign_in(client, campai
 @pytest.fixture
 async def one_slot_server(settings):
     """A model server that answers one chat request at a time (Ollama's OLLAMA_NUM_PARALLEL=1, llama.cpp -np 1)."""
-    with FakeModelServer(slots=1) as server:
-        settings.STORYTELLER_LLM_URL = server.url
-        settings.STORYTELLER_LLM_URL_CONFIGURED = True
-        settings.STORYTELLER_LLM_API = "ollama"
+    async with serving(settings, slots=1) as server:
         yield server
-        await postturn.settle()
 
 
 def recorder_calls(server):
     return [r for r in server.requests if r.path == "/api/chat" and isinstance((r.body or {}).get("format"), dict)
-            and "keep the record" in r.body["messages"][0]["content"]]
+            and any("keep the record" in m["content"] for m in r.body["messages"][::len(r.body["messages"]) - 1])]
 
 
 async def test_a_turn_sent_while_the_recorder_thinks_starts_at_once_and_the_recording_completes_after(

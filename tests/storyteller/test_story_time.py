@@ -200,7 +200,7 @@ async def test_the_recorder_is_offered_the_rules_its_line_uses_and_told_what_the
     prompt = body["messages"][-1]["content"]
     assert "Story time at the start of the turn: Friday 14 March 2031, 08:00 in the morning" in prompt
     assert "- lockpick — Pick a lock: a lock in the way" in prompt and "debt: number" in prompt
-    assert "- roll: who" in body["messages"][0]["content"]
+    assert "- roll: who" in body["messages"][-1]["content"]
     assert rulebook.variable_value(await now(keep), "mara", "debt") == 20
 
 
