@@ -6,7 +6,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('campaigns', '0014_tavern'),
+        ('campaigns', '0015_model_requests'),
     ]
 
     operations = [
