@@ -800,3 +800,51 @@ class ConsolidationRun(StepRun):
 
     note = models.TextField(blank=True, validators=[MaxLengthValidator(REASON_CHARS)])
     attempts = models.PositiveIntegerField(default=1)
+
+
+class Replay(models.Model):
+    """A line of the story played again with another narrator, onto a branch of its own (issue 29).
+
+    The line is ``source`` (a branch, read to ``to_depth``) from ``from_depth``,
+    the first player action played again; ``branch`` is made with the row and
+    forks at ``from_depth - 1``. How far the replay has come is the branch's
+    own tip, never a counter: a turn is on the branch or it was not played,
+    so a replay resumed after a restart never plays one twice.
+    """
+
+    class Status(models.TextChoices):
+        RUNNING = "running", "Playing"
+        STOPPED = "stopped", "Stopped"
+        DONE = "done", "Finished"
+        FAILED = "failed", "Failed"
+
+    campaign = models.ForeignKey(Campaign, on_delete=models.CASCADE, related_name="replays")
+    source = models.ForeignKey(Branch, on_delete=models.RESTRICT, related_name="+")
+    from_depth = models.PositiveIntegerField(help_text="The first player action played again (an odd depth).")
+    to_depth = models.PositiveIntegerField(help_text="The last depth of the line played again.")
+    branch = models.OneToOneField(Branch, on_delete=models.RESTRICT, related_name="replay")
+    # The narrator: a model on a server speaking an API; blank url and api are the configured server's.
+    model = models.CharField(max_length=200)
+    url = models.URLField(max_length=300, blank=True)
+    api = models.CharField(max_length=10, blank=True)
+    temperature = models.FloatField(null=True, blank=True, validators=[MinValueValidator(0.0),
+                                                                       MaxValueValidator(MAX_TEMPERATURE)])
+    max_output_tokens = models.PositiveIntegerField(null=True, blank=True, validators=[MinValueValidator(1)])
+    same_prompts = models.BooleanField(default=False, help_text="Send each original turn's prompt unchanged.")
+    status = models.CharField(max_length=10, choices=Status.choices, default=Status.RUNNING)
+    error = models.TextField(blank=True, validators=[MaxLengthValidator(REASON_CHARS)])
+    runner = models.PositiveIntegerField(null=True, blank=True, editable=False,
+                                         help_text="The process playing it now (its pid), if any.")
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ["-created_at", "-id"]
+
+    def __str__(self):
+        return f"replay {self.pk} of {self.campaign_id} onto branch {self.branch_id}"
+
+    @property
+    def turns(self):
+        """Return how many turns the line has: its player actions from ``from_depth`` to ``to_depth``."""
+        return max(0, (self.to_depth - self.from_depth) // 2 + 1)

@@ -53,9 +53,26 @@ class StaticFilesHandler(ASGIStaticFilesHandler):
             raise Http404("No such static file.") from error
 
 
+class ResumingReplays:
+    """Pick up, in this process's event loop, the replays a process that ended left playing (``replays``): once,
+    at the first request after the app starts, as Daphne gives an app no startup of its own."""
+
+    def __init__(self, app):
+        self.app = app
+        self.started = False
+
+    async def __call__(self, scope, receive, send):
+        if not self.started:
+            self.started = True
+            from . import replays
+
+            await replays.resume_unfinished()
+        return await self.app(scope, receive, send)
+
+
 websocket_urlpatterns = [path("ws/play/<int:pk>/", PlayConsumer.as_asgi())]
 
-application = ProtocolTypeRouter({
+application = ResumingReplays(ProtocolTypeRouter({
     "http": StaticFilesHandler(django_asgi_app),
     "websocket": OriginValidator(AuthMiddlewareStack(URLRouter(websocket_urlpatterns))),
-})
+}))

@@ -17,7 +17,7 @@ from channels.db import database_sync_to_async
 from django.db import transaction
 
 from campaigns import lineage, playing, story, storytime
-from campaigns.models import Campaign, Node
+from campaigns.models import Campaign, Node, Replay
 from memory import bank, recall_index
 
 from . import context, llm, tokens, warming
@@ -52,13 +52,29 @@ class _Prepared:
     after: int | None = None  # an edited action's turn: the depth it is played after (None: the head)
 
 
+@dataclass(frozen=True)
+class Sampling:
+    """A turn's sampling settings in place of the campaign's (a replay's other settings); None keeps the campaign's."""
+
+    temperature: float | None = None
+    max_output_tokens: int | None = None
+
+    def of(self, campaign):
+        """Return (temperature, max_output_tokens) for ``campaign``'s turn."""
+        return (campaign.temperature if self.temperature is None else self.temperature,
+                campaign.max_output_tokens if self.max_output_tokens is None else self.max_output_tokens)
+
+
+# What the person reads when they act while a replay (``replays``) plays the campaign's turns.
+REPLAY_PLAYING = ("A replay is playing in this story (see Branches); stop it or let it finish, then send your action "
+                  "again. Nothing was sent or saved.")
 # What the person reads while the turn waits for a summary instead of the first words of the reply.
 SUMMARISING = ("The story has outgrown the prompt: summarising its older passages first, so the reply will take "
                "longer to start.")
 
 
 async def play_turn(campaign_id, action, relay, *, retry=False, notify=None, on_voice=None, think=None,
-                    edit_of=None):
+                    edit_of=None, narrator=None, sampling=Sampling(), prompt=None):
     """Play ``action`` (or retry the head's reply) and return the committed reply.
 
     ``edit_of``, the id of a player action on the line, plays ``action`` as
@@ -77,12 +93,18 @@ async def play_turn(campaign_id, action, relay, *, retry=False, notify=None, on_
     first (``voices.gm``); ``on_voice(kind, data)``, if given, is awaited as
     each round begins and each character speaks. The narration streams as
     ever, and the rounds commit with the turn.
+
+    A replay (``replays``) plays with its own ``narrator`` (an ``llm``
+    client) and ``sampling``, and with ``prompt``, if given, sent as it is
+    in place of the one built (the context is built and reported all the
+    same; a game master's rounds are not played again).
     """
     async with _playing(campaign_id, notify):
         game_master = await database_sync_to_async(
             lambda: Campaign.objects.values_list("game_master", flat=True).get(pk=campaign_id))()
         return await _play(campaign_id, action, relay, retry, notify, think,
-                           on_voice=on_voice if game_master else None, voices=bool(game_master), edit_of=edit_of)
+                           on_voice=on_voice if game_master else None, voices=bool(game_master) and prompt is None,
+                           edit_of=edit_of, narrator=narrator, sampling=sampling, prompt=prompt)
 
 
 @contextlib.asynccontextmanager
@@ -292,10 +314,12 @@ def _forget_drafts(campaign_id, count):
         _drafts.pop(campaign_id, None)
 
 
-async def _play(campaign_id, action, relay, retry, notify, think, *, on_voice=None, voices=False, edit_of=None):
-    prepared = await _prepare_compacting(campaign_id, action, retry, notify, edit_of)
+async def _play(campaign_id, action, relay, retry, notify, think, *, on_voice=None, voices=False, edit_of=None,
+                narrator=None, sampling=Sampling(), prompt=None):
+    prepared = await _prepare_compacting(campaign_id, action, retry, notify, edit_of, narrator=narrator)
     campaign = prepared.campaign
-    played, messages, used = None, prepared.ctx.messages, []
+    played, messages, used = None, prepared.ctx.messages if prompt is None else prompt, []
+    temperature, limit = sampling.of(campaign)
     if voices:
         try:
             with usage.collecting() as used:
@@ -305,17 +329,26 @@ async def _play(campaign_id, action, relay, retry, notify, think, *, on_voice=No
         messages = played.narration_messages
         # The steps after the turn continue the narration's prompt, the game master's rules and notes included.
         prepared.ctx.report["prompt"]["digest"] = context.digest(messages)
-    options = llm.ChatOptions(
-        num_predict=campaign.max_output_tokens,
-        num_ctx=campaign.context_token_budget,
-        temperature=campaign.temperature,
-    )
+    options = llm.ChatOptions(num_predict=limit, num_ctx=campaign.context_token_budget, temperature=temperature)
     started = time.perf_counter()
-    written = thinking.Reply()
-    final = await _stream(prepared.narrator, messages, options, written, relay, think)
-    text = _reply_text(written, prepared.narrator, final, campaign.max_output_tokens)
+    written, began = thinking.Reply(), []
+
+    async def timed(text):
+        if not began:
+            began.append(time.perf_counter())
+        await relay(text)
+
+    final = await _stream(prepared.narrator, messages, options, written, timed, think)
+    text = _reply_text(written, prepared.narrator, final, limit)
     report = prepared.ctx.report
-    report["usage"] = _usage(final, written)
+    report["settings"] |= {"num_predict": limit, "temperature": temperature}
+    report["usage"] = _usage(final, written) | {
+        "first_word_ms": int((began[0] - started) * 1000) if began else None}
+    if prompt is not None:
+        # Sent the original reply's prompt, not the one this report's sections make: no prompt to read back, so
+        # the steps after it use their own (``steps.prompts``).
+        report["same_prompt"] = True
+        report.pop("prompt", None)
     drafts = list(_drafts.get(campaign_id, []))
     if drafts:
         report["drafts"] = [{**draft, "sent": _sent_as(draft["draft"], prepared.action)} for draft in drafts]
@@ -348,7 +381,7 @@ async def _play(campaign_id, action, relay, retry, notify, think, *, on_voice=No
     notice = ""
     if final.done_reason == "length":
         notice = (
-            f"The reply reached the {campaign.max_output_tokens}-token limit and was cut off; it was saved as it is. "
+            f"The reply reached the {limit}-token limit and was cut off; it was saved as it is. "
             "Use Continue to carry on, or raise max_output_tokens in the campaign settings."
         )
     return TurnResult(node_id=node.pk, text=text, notice=notice, post_turn=post_turn)
@@ -411,18 +444,18 @@ def _reply_text(written, narrator, final, limit):
 def _usage(final, written):
     """Return what the server counted for a reply, and the thinking it did first (counted apart, estimated)."""
     return {"prompt_eval_count": final.prompt_eval_count, "eval_count": final.eval_count,
-            "count_source": final.count_source,
+            "count_source": final.count_source, "cached_tokens": final.cached_tokens,
             "thinking_tokens": tokens.count(written.thinking) if written.thinking.strip() else 0}
 
 
-async def _prepare_compacting(campaign_id, action, retry, notify, edit_of=None):
+async def _prepare_compacting(campaign_id, action, retry, notify, edit_of=None, *, narrator=None):
     """Prepare the turn, summarising the story's older passages first when the prompt needs it (seed 001).
 
     The summariser runs with no transaction open; if it fails, the turn fails
     with what to do, and nothing — no node, no checkpoint — is written.
     """
     try:
-        return await _prepare(campaign_id, action, retry, edit_of)
+        return await _prepare(campaign_id, action, retry, edit_of, narrator)
     except context.NeedsCompaction as need:
         if notify is not None:
             await notify(SUMMARISING)
@@ -434,7 +467,7 @@ async def _prepare_compacting(campaign_id, action, retry, notify, edit_of=None):
                 "(or raise context_token_budget), then send your action again. Nothing was sent or saved."
             ) from failure
     try:
-        return await _prepare(campaign_id, action, retry, edit_of)
+        return await _prepare(campaign_id, action, retry, edit_of, narrator)
     except context.NeedsCompaction as need:
         raise TurnFailed(
             f"{need} A summary was just written but the story still does not fit; raise context_token_budget or "
@@ -442,7 +475,7 @@ async def _prepare_compacting(campaign_id, action, retry, notify, edit_of=None):
         ) from need
 
 
-async def _prepare(campaign_id, action, retry, edit_of=None):
+async def _prepare(campaign_id, action, retry, edit_of=None, narrator=None):
     """Read what the turn needs, embed its queries, build the prompt: three steps, the middle one off the database.
 
     Every database call of every websocket shares one thread
@@ -451,12 +484,17 @@ async def _prepare(campaign_id, action, retry, edit_of=None):
     Stop with it (issue 10).
     """
     await asyncio.to_thread(warming.indexes, campaign_id)  # a changed bank or library is read off the shared thread
-    reading = await database_sync_to_async(_read)(campaign_id, action, retry, edit_of)
-    narrator, queries = await asyncio.gather(llm.anarrator_for(reading.campaign.narrator_model or None),
+    reading = await database_sync_to_async(_read)(campaign_id, action, retry, edit_of, narrator is not None)
+    narrator, queries = await asyncio.gather(_narrator(narrator, reading.campaign),
                                              queries_embedded(reading.queries))
     ctx = await database_sync_to_async(_build)(reading, narrator, queries)
     return _Prepared(reading.campaign, reading.expected_head, reading.action, ctx, narrator, reading.path,
                      reading.started_ms, reading.after)
+
+
+async def _narrator(chosen, campaign):
+    """Return ``chosen`` (a replay's narrator), or the campaign's."""
+    return chosen if chosen is not None else await llm.anarrator_for(campaign.narrator_model or None)
 
 
 @dataclass(frozen=True)
@@ -470,8 +508,10 @@ class _Reading:
     after: int | None = None
 
 
-def _read(campaign_id, action, retry, edit_of=None):
+def _read(campaign_id, action, retry, edit_of=None, replaying=False):
     campaign = Campaign.objects.get(pk=campaign_id)
+    if not replaying and Replay.objects.filter(campaign_id=campaign_id, status=Replay.Status.RUNNING).exists():
+        raise TurnFailed(REPLAY_PLAYING)
     path = lineage.path_of(campaign)
     after = None
     if edit_of is not None:

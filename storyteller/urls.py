@@ -3,7 +3,7 @@ from django.urls import include, path
 
 from campaigns import persona_views
 
-from . import branch_views, minds_views, narrator_views, tidying_views, views
+from . import branch_views, minds_views, narrator_views, replay_views, tidying_views, views
 
 urlpatterns = [
     path("", views.campaign_list, name="campaign_list"),
@@ -25,6 +25,11 @@ urlpatterns = [
     path("campaigns/<int:pk>/save-point/", views.save_point, name="save_point"),
     path("campaigns/<int:pk>/branches/", branch_views.branches, name="branches"),
     path("campaigns/<int:pk>/branches/<int:branch_pk>/name/", branch_views.name_branch, name="name_branch"),
+    path("campaigns/<int:pk>/replays/", replay_views.replay_list, name="replay_list"),
+    path("campaigns/<int:pk>/replays/start/", replay_views.replay_start, name="replay_start"),
+    path("campaigns/<int:pk>/replays/<int:replay_pk>/stop/", replay_views.replay_stop, name="replay_stop"),
+    path("campaigns/<int:pk>/replays/<int:replay_pk>/resume/", replay_views.replay_resume, name="replay_resume"),
+    path("campaigns/<int:pk>/replays/<int:replay_pk>/compare/", replay_views.compare, name="replay_compare"),
     path("campaigns/<int:pk>/branches/<int:branch_pk>/switch/", views.switch_branch, name="switch_branch"),
     path(
         "campaigns/<int:pk>/save-points/<int:save_point_pk>/restore/",

@@ -12,7 +12,7 @@ the prefix-reuse test.
 """
 
 from . import (branches, builtin, checkpoint, imports, knowledge, limits, memory, minds, model_work, overhead, page,
-               recording, rules, state, tavern, turn, turn_first, voices, world)
+               recording, replay, rules, state, tavern, turn, turn_first, voices, world)
 
 BENCHMARKS = {
     "turn": turn.run,
@@ -34,6 +34,7 @@ BENCHMARKS = {
     "limits": limits.run,
     "branches": branches.run,
     "tavern": tavern.run,
+    "replay": replay.run,
 }
 # Run only when named: minutes of the built-in model (or of 440 turns played), not milliseconds of the app.
 SLOW = {"recording", "builtin", "model-work"}

@@ -61,6 +61,7 @@ __all__ = [
     "embedder_for",
     "forget_servers",
     "model_label",
+    "narrator_at",
     "narrator_for",
     "server_status",
     "warm",
@@ -99,6 +100,17 @@ def narrator_for(model: str | None = None) -> Narrator:
 async def anarrator_for(model: str | None = None) -> Narrator:
     """See narrator_for()."""
     return await asyncio.to_thread(narrator_for, model)
+
+
+def narrator_at(api: str, url: str, model: str) -> Narrator:
+    """Return the narrator ``model`` on the server at ``url`` speaking ``api`` ("ollama", "openai" or "builtin"),
+    whatever the configured server is: a replay's other narrator (issue 29). Blank ``api`` or ``url`` are the
+    configured server's."""
+    configured_api, configured_url, _ = _choose_server()
+    api, url = api or configured_api, (url or configured_url).rstrip("/")
+    if api not in ("ollama", "openai", "builtin"):
+        raise NarratorError(f"The narrator's API is {api!r}; choose 'ollama', 'openai' or 'builtin'.")
+    return _client(api, url, model or default_narrator_model())
 
 
 def embedder_for(model: str | None = None) -> Narrator:

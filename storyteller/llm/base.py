@@ -46,6 +46,9 @@ class Chunk:
     prompt_eval_count: int | None = None  # server-reported, on the final chunk
     eval_count: int | None = None
     count_source: str | None = None  # where the two counts came from, in words
+    # Prompt tokens the server says it reused from its cache (OpenAI's usage.prompt_tokens_details.cached_tokens,
+    # llama.cpp's timings.cache_n); None where it does not say (Ollama, llama-cpp-python).
+    cached_tokens: int | None = None
 
 
 @dataclass(frozen=True)

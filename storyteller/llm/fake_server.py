@@ -36,6 +36,9 @@ chat template that opened the block in the prompt leaves it); an Ollama request 
 text alone, as a model that was asked not to think. `refuse_think()` answers any Ollama request carrying `think`
 as Ollama answers one for a model that cannot think (400), until `refuse_think(False)`.
 
+An OpenAI-compatible reply's usage says how many tokens of its prompt a server with one prompt cache would have
+reused (`prompt_tokens_details.cached_tokens`, storyteller.llm.caching, counted in words), as such a server reports.
+
 Every request is recorded in `server.requests`, every chat request with its answer in `server.exchanges`
 (`cache_slots=N` reports as prompt_eval_count what a server with N prompt caches reads of each prompt,
 storyteller.llm.caching, counted in words), every streamed chunk with its
@@ -189,6 +192,7 @@ class FakeModelServer:
         self._delay = 0.0
         self._json_delay = 0.0
         self._refuse_think = False
+        self._reused = caching.Slots(1)  # what an OpenAI-compatible reply reports as cached
         self._slots = threading.Semaphore(self.slots) if self.slots else None
         self._caches = caching.Slots(self.cache_slots) if self.cache_slots else None
         self._lock = threading.Lock()
@@ -341,6 +345,11 @@ class FakeModelServer:
         held, self._held = getattr(self, "_held", None), None
         if held is not None:
             held.close()
+
+    def _reuse(self, messages: list[dict], answer: str) -> int:
+        """Return how many tokens of this prompt a server with one prompt cache reuses (what it reports as cached)."""
+        with self._lock:
+            return self._reused.serve("", messages, answer, _word_count).reused
 
     def bodies(self, path: str) -> list[dict | None]:
         """Return the JSON bodies of the requests made to `path`, in order."""
@@ -724,6 +733,7 @@ class _Handler(BaseHTTPRequestHandler):
             "prompt_tokens": prompt_tokens,
             "completion_tokens": len(reply.chunks),
             "total_tokens": prompt_tokens + len(reply.chunks),
+            "prompt_tokens_details": {"cached_tokens": fake._reuse(body.get("messages") or [], reply.text)},
         }
         head = {"id": "chatcmpl-fake", "created": int(time.time()), "model": body.get("model")}
         if not body.get("stream"):

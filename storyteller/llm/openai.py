@@ -76,7 +76,7 @@ class OpenAIClient:
     async def stream_chat(self, messages: list[dict], options: ChatOptions) -> AsyncIterator[Chunk]:
         body = self._chat_body(messages, options) | {"stream": True, "stream_options": {"include_usage": True}}
         finish_reason = None
-        usage = {}
+        usage, cached = {}, None
         parts = []
         splitter = thinking.Splitter()
         with self._errors():
@@ -95,6 +95,7 @@ class OpenAIClient:
                             break
                         event = self._parse_event(data)
                         usage = event.get("usage") or usage
+                        cached = _cached_tokens(event, cached)
                         for choice in event.get("choices") or []:
                             delta = choice.get("delta") or {}
                             # llama.cpp, DeepSeek and vLLM send reasoning_content; newer vLLM "reasoning".
@@ -126,6 +127,7 @@ class OpenAIClient:
             prompt_eval_count=prompt_tokens,
             eval_count=reply_tokens,
             count_source=_COUNT_SOURCES.get(source),
+            cached_tokens=cached,
         )
 
     async def complete_json(self, messages: list[dict], schema: dict, options: ChatOptions) -> dict:
@@ -324,6 +326,15 @@ class OpenAIClient:
 
     def _errors(self):
         return translate_http_errors(self.url, _START_HINT, self.timeout)
+
+
+def _cached_tokens(event, cached):
+    """Return the prompt tokens ``event`` says the server reused from its cache, else ``cached`` (seen before)."""
+    details = (event.get("usage") or {}).get("prompt_tokens_details") or {}
+    if isinstance(details.get("cached_tokens"), int):
+        return details["cached_tokens"]
+    timings = event.get("timings") or {}  # llama.cpp's server, on its last chunk
+    return timings["cache_n"] if isinstance(timings.get("cache_n"), int) else cached
 
 
 def _gather(parts, chunk):

@@ -16,8 +16,8 @@ beliefs, then the recall index), ``away`` (off-stage rounds and the
 "Meanwhile" card), ``consolidation`` (the world author completing what it
 made), ``memories`` (memory blocks) and ``compaction`` (the summary). A step
 may import the apps below (campaigns, memory, knowledge) and storyteller's
-``llm``, ``context`` and ``voices``; only ``turns``, the views, the
-diagnostics and the bench import the steps.
+``llm``, ``context`` and ``voices``; only ``turns``, ``replays``, the
+views, the diagnostics and the bench import the steps.
 """
 
 from dataclasses import dataclass

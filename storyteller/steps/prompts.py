@@ -58,6 +58,15 @@ def narration_of(node):
     """
     if layout() != NARRATION:
         return None
+    return sent(node)
+
+
+def sent(node):
+    """Return the Narration of reply ``node`` exactly as it was sent (its digest checked), or None when its
+    snapshot cannot say (see the module docstring): also what a replay with the same prompts sends again.
+
+    Database reads; call from the database's thread.
+    """
     report = ContextSnapshot.objects.filter(node=node).values_list("report", flat=True).first()
     if not isinstance(report, dict) or not isinstance(report.get("prompt"), dict):
         return None

@@ -343,3 +343,26 @@ async def test_a_model_named_by_its_file_path_is_shown_by_its_file_name(fake_oll
     assert info.served == "/home/someone/models/SmolLM2-135M-Instruct.Q4_1.gguf"
     assert info.label == "SmolLM2-135M-Instruct.Q4_1.gguf"
     assert (info.context_length, info.structured) == (None, None)
+
+
+async def test_the_prompt_cache_reuse_a_server_reports_is_kept_and_none_where_it_says_nothing(fake_ollama):
+    client = OpenAIClient(fake_ollama.url, "qwen2.5-3b-instruct")
+    first = (await collect(client.stream_chat(MESSAGES, ChatOptions())))[-1]
+    again = (await collect(client.stream_chat([*MESSAGES, {"role": "user", "content": "And then?"}],
+                                              ChatOptions())))[-1]
+    from storyteller.llm import caching
+
+    whole = caching.prompt_tokens(MESSAGES, lambda text: len(text.split()))
+    # The second prompt begins with every message of the first: all of it but the head of its answer.
+    assert (first.cached_tokens, again.cached_tokens) == (0, whole - caching.HEAD)
+    fake_ollama.imitate("llama-cpp-python")  # no usage in a stream: nothing said about a cache
+    quiet = (await collect(client.stream_chat(MESSAGES, ChatOptions())))[-1]
+    assert quiet.cached_tokens is None
+
+
+def test_llama_cpps_timings_and_openais_usage_both_say_the_cache_reuse():
+    from storyteller.llm.openai import _cached_tokens
+
+    assert _cached_tokens({"timings": {"cache_n": 812, "prompt_n": 40}}, None) == 812
+    assert _cached_tokens({"usage": {"prompt_tokens_details": {"cached_tokens": 64}}}, None) == 64
+    assert _cached_tokens({"choices": []}, 812) == 812, "an event that says nothing keeps what an earlier one said"

@@ -6,7 +6,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('campaigns', '0015_model_requests'),
+        ('campaigns', '0016_replays'),
     ]
 
     operations = [

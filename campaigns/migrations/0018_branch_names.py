@@ -13,7 +13,7 @@ def number_branches(apps, schema_editor):
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('campaigns', '0016_archived_campaigns'),
+        ('campaigns', '0017_archived_campaigns'),
     ]
 
     operations = [
