@@ -1,6 +1,6 @@
 from django.urls import path
 
-from . import cast_views, note_views, rule_views, views, voice_views
+from . import cast_views, entity_views, note_views, rule_views, views, voice_views
 
 urlpatterns = [
     path("", views.state_panel, name="state_panel"),
@@ -12,6 +12,9 @@ urlpatterns = [
     path("world/correct/", views.world_correct, name="world_correct"),
     path("world/map/", views.world_map, name="world_map"),
     path("world/items/", views.items_panel, name="items_panel"),
+    path("world/things/", entity_views.entities, name="entities"),
+    path("world/things/<str:kind>/new/", entity_views.entity_form, name="entity_new"),
+    path("world/things/<str:kind>/<str:key>/", entity_views.entity_form, name="entity_edit"),
     path("time/", rule_views.time_panel, name="time_panel"),
     path("variables/", rule_views.variables_panel, name="variables_panel"),
     path("rolls/", rule_views.rolls_panel, name="rolls_panel"),

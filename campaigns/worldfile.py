@@ -385,15 +385,18 @@ def _place(out, names, entry, where):
 
 def _character(out, entry, where, protagonist):
     key = entry["_key"]
+    told = _only(entry, {"personality", "brief"})
     if key == PROTAGONIST:
         name = protagonist_name_of(protagonist) if protagonist else ""
         aliases = [a for a in [entry["name"], *_aliases(entry)] if normalize(a) != normalize(name)]
-        if aliases or entry.get("description"):
+        if aliases or entry.get("description") or told:
             out.add(where, "entity", PROTAGONIST, "character", _text(entry.get("description"), MAX_TEXT),
-                    aliases=aliases, data={})
+                    aliases=aliases, data=told)
         return
     out.add(where, "introduce", _text(entry["name"]), "character", _text(entry.get("description"), MAX_TEXT),
             aliases=_aliases(entry), narrator_only=entry.get("narrator_only") is True, data={"id": key})
+    if told:
+        out.add(where, "entity", key, "character", narrator_only=entry.get("narrator_only") is True, data=told)
 
 
 ITEM_KEYS = {"quantity", "unique", "condition", "notable", "hidden", "wear_slot", "container", "owner", "stack",
@@ -1245,4 +1248,5 @@ def _described(entity):
         extra["description"] = entity["description"]
     if entity["narrator_only"]:
         extra["narrator_only"] = True
+    extra.update({name: entity[name] for name in ("personality", "brief") if entity.get(name)})
     return extra

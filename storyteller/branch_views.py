@@ -8,7 +8,9 @@ from django.views.decorators.http import require_GET, require_POST
 
 from campaigns import branchtree, story
 from campaigns import views as campaign_views
-from campaigns.models import BRANCH_NAME_CHARS, Branch, SavePoint
+from campaigns.models import BRANCH_NAME_CHARS, Branch, Replay, SavePoint
+
+from . import replay_views
 
 
 @login_required
@@ -19,9 +21,12 @@ def branches(request, pk):
 
 
 def branches_context(campaign, error="", refused=None):
-    """Return what the branches page renders: the save points, the lines and their tree."""
+    """Return what the branches page renders: the save points, the lines and their tree, and the replays."""
     lines = branchtree.lines(campaign)
-    return {"campaign": campaign, "lines": lines, "tree": branchtree.drawing(lines, campaign.head_depth),
+    replayed = dict(Replay.objects.filter(campaign=campaign).values_list("branch_id", "model"))
+    return {**replay_views.replays_context(campaign), "campaign": campaign, "lines": lines,
+            "line_rows": [(line, replayed.get(line.branch.pk, "")) for line in lines],
+            "tree": branchtree.drawing(lines, campaign.head_depth),
             "save_points": SavePoint.objects.filter(campaign=campaign), "name_chars": BRANCH_NAME_CHARS,
             "name_error": error, "refused": refused}
 

@@ -67,6 +67,11 @@ def select(state, text, *, limit=MAX_LINES):
         entity = state.entity(key)
         if entity and entity.data.get("description"):
             candidates.append(_line(entity, describe(state, entity)))
+        if entity and entity.data.get("personality"):
+            candidates.append(_line(entity, f"{entity.value}'s nature: {entity.data['personality']}"))
+        if entity and entity.data.get("brief"):
+            # The game master's brief of a character is the narrator's alone, whatever the player knows of them.
+            candidates.append(_secret(_line(entity, f"How to play {entity.value}: {entity.data['brief']}")))
     for record in kinds.get("condition", []):
         if record.subject in focus:
             candidates.append(_line(record, describe(state, record)))

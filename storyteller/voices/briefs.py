@@ -81,6 +81,8 @@ def compose(state, who, given=Given()):
     condition = state.get(f"condition:{who}")
     yourself = [f"You are {name(who)}" + (f", {me.data.get('description')}" if me and me.data.get("description")
                                           else "") + "."]
+    if me and me.data.get("personality"):
+        yourself.append(f"Your nature: {me.data['personality']}")
     if condition is not None:
         data = condition.data
         yourself += [f"{label}: {value}" for label, value in (("You are", condition.value),

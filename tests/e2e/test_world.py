@@ -26,17 +26,22 @@ def world_file(tmp_path):
     return path
 
 
+def start_from_world_file(app, page, tmp_path):
+    """Sign in and start the e2e Lantern Keep from its world file; wait for the opening."""
+    page.goto(_manage(app["env"], "login_link", "--base-url", app["base"]))
+    page.goto(app["base"] + "/campaigns/new/")
+    page.set_input_files("input[name=world]", str(world_file(tmp_path)))
+    page.click("form.campaign-form button[type=submit]")
+    page.wait_for_selector("#story [data-role=opening]")
+
+
 def door_state(page, panel):
     return page.get_attribute(f"{panel} [data-exit='{DOOR}']", "data-state")
 
 
 def test_a_campaign_from_a_world_file_shows_its_map_and_a_turn_that_opens_the_door_updates_it(app, fake, page,
                                                                                              tmp_path):
-    page.goto(_manage(app["env"], "login_link", "--base-url", app["base"]))
-    page.goto(app["base"] + "/campaigns/new/")
-    page.set_input_files("input[name=world]", str(world_file(tmp_path)))
-    page.click("form.campaign-form button[type=submit]")
-    page.wait_for_selector("#story [data-role=opening]")
+    start_from_world_file(app, page, tmp_path)
     connected(page)
     page.wait_for_selector("#map-panel svg")
     for place in ("corridor", "hall", "vault"):

@@ -286,7 +286,7 @@ async def test_the_branches_page_starts_shows_and_stops_a_replay(keep, server_b,
                                     headers={"HX-Request": "true"})
     assert polled.headers.get("HX-Refresh") == "true", "a replay that has ended reloads the page"
     branches = (await async_client.get(reverse("branches", args=[keep.pk]))).content.decode()
-    assert f'id="branch-{replay.branch_id}"' in branches and "played again by other-model" in branches
+    assert f'data-branch="{replay.branch_id}"' in branches and "played again by other-model" in branches
 
     # A refusal keeps the form and says what to change.
     refused = await async_client.post(reverse("replay_start", args=[keep.pk]), {

@@ -13,8 +13,16 @@ handler reads the batch's ``State`` and returns the records it writes.
 import re
 
 from ..reading import ENTITY_KINDS, PROTAGONIST, fact_slot, key_for, normalize, thread_slot
-from ..registry import EVERYONE, PEOPLE, STORY, Rejected, register
+from ..registry import EVERYONE, PEOPLE, STORY, Field, Rejected, register
 from . import world
+
+# What a person (or a world file) writes of a character beyond its one-line description (issue 25: characters made
+# in forms): the narrator reads both while the character is in the scene, the character its own nature only.
+CHARACTER_FIELDS = {
+    "personality": Field("text", "a character's nature: temper, manner, what drives them (the narrator and the "
+                                 "character read it)"),
+    "brief": Field("text", "the game master's brief: how to play them, what they hide (the narrator only)"),
+}
 
 
 @register(STORY, "introduce", sources=EVERYONE, fields=world.ITEM_FIELDS, aliases=True,
@@ -65,19 +73,31 @@ def _new_key(check, name, kind, wanted):
     return key
 
 
-@register(STORY, "entity", sources=PEOPLE, aliases=True,
-          help="name / kind / description: create or rewrite an entity, keeping what is left blank")
+@register(STORY, "entity", sources=PEOPLE, aliases=True, fields=CHARACTER_FIELDS,
+          help="name / kind / description: create or rewrite an entity, keeping what is left blank (a character's "
+               "personality and brief too: a field left out keeps its value, an empty one clears it)")
 def _entity(check, event):
     key = check.state.resolve(event["subject"]) if event["subject"] else None
+    told = event["data"]
     if key is None:
-        return _introduce(check, event)
-    current = check.state.entity(key)
-    kind = (event["object"] or current.data.get("kind", "character")).lower()
-    if kind not in ENTITY_KINDS:
-        raise Rejected(f"unknown kind {kind!r}; an entity is a {', '.join(ENTITY_KINDS)}")
-    aliases = event["aliases"] or current.data.get("aliases", [])
-    return [_entity_write(key, current.value, kind, aliases, event["value"] or current.data.get("description", ""),
-                          event["narrator_only"])]
+        writes = _introduce(check, {**event, "data": {}})
+        current = None
+    else:
+        current = check.state.entity(key)
+        kind = (event["object"] or current.data.get("kind", "character")).lower()
+        if kind not in ENTITY_KINDS:
+            raise Rejected(f"unknown kind {kind!r}; an entity is a {', '.join(ENTITY_KINDS)}")
+        aliases = event["aliases"] or current.data.get("aliases", [])
+        writes = [_entity_write(key, current.value, kind, aliases,
+                                event["value"] or current.data.get("description", ""), event["narrator_only"])]
+    entry = writes[0]
+    if told and entry["data"]["kind"] != "character":
+        raise Rejected(f"only a character has {', '.join(sorted(told))}; leave it out for a {entry['data']['kind']}")
+    for name in CHARACTER_FIELDS:
+        value = told.get(name, current.data.get(name, "") if current else "")
+        if value:
+            entry["data"][name] = value
+    return writes
 
 
 def _entity_write(key, name, kind, aliases, description, narrator_only):

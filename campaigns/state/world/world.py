@@ -1696,7 +1696,9 @@ def snapshot(state):
         "scene": {"text": state.scene().value if state.scene() else "", "place": state.place()},
         "entities": [{"key": r.subject, "name": r.value, "kind": r.data.get("kind", ""),
                       "aliases": list(r.data.get("aliases", [])), "description": r.data.get("description", ""),
-                      "narrator_only": r.narrator_only} for r in entities],
+                      "narrator_only": r.narrator_only,
+                      **{name: r.data[name] for name in ("personality", "brief") if r.data.get(name)}}
+                     for r in entities],
         "places": [{"key": key, "name": name(key),
                     "features": [{"name": f.data.get("name", ""), "text": f.value,
                                   "notable": bool(f.data.get("notable")), "hidden": bool(f.data.get("hidden"))}
