@@ -33,7 +33,7 @@ def holding_the_key(state, who, where):
 def test_the_world_file_reads_the_iron_door_as_one_door_and_lint_says_which_exits_it_joined():
     checked = worldfile.check(document(), PROTAGONIST_LINE)
     [note] = [f for f in checked.findings if f.check == "door"]
-    assert (note.severity, note.text) == ("note", "exits[2] and exits[3] both open with the same key: read as the "
+    assert (note.severity, note.text) == ("note", "exits[1] and exits[2] both open with the same key: read as the "
                                           "two sides of one door (iron door), locked and unlocked together; name "
                                           "a different door on each to keep them apart")
     outside, inside = side(checked.state, "corridor", "iron door"), side(checked.state, "vault", "iron door")
@@ -165,9 +165,9 @@ def test_two_exits_naming_the_same_door_are_its_two_sides_whatever_their_labels(
 
 def test_sides_of_one_door_that_disagree_are_refused_naming_both():
     doc = document()
-    doc["exits"][2]["state"] = "open"  # exits[3]: Vault → Corridor
+    doc["exits"][2]["state"] = "open"  # exits[2]: Vault → Corridor (0-based, as the file)
     assert worldfile.check(doc, PROTAGONIST_LINE).errors == [
-        "exits[2] and exits[3] are the two sides of one door (iron door) and a door's sides share its state, but "
+        "exits[1] (Corridor → Vault) and exits[2] are the two sides of one door (iron door) and a door's sides share its state, but "
         "they differ in state: give both the same, or name a different door on each"]
 
 
@@ -186,7 +186,7 @@ def test_different_doors_keep_two_exits_apart_and_the_same_label_alone_does_not_
 def test_a_file_naming_a_door_badly_is_refused_in_words():
     doc = document()
     doc["exits"][0]["door"] = 7
-    assert "exits[1].door must be the door's name (the iron door)" in worldfile.check(doc, PROTAGONIST_LINE).errors
+    assert "exits[0].door (Hall → Corridor) must be the door's name (the iron door)" in worldfile.check(doc, PROTAGONIST_LINE).errors
 
 
 def test_export_writes_a_door_as_one_exit_both_ways_and_reads_back_the_same_doors(state):

@@ -10,6 +10,7 @@ from campaigns.models import StateEvent, StateRecord
 from campaigns.state import selection, state_at
 from campaigns.state.world import lore, world
 from tests.campaigns.test_world import document
+from tests.conftest import as_author
 
 
 @pytest.fixture
@@ -18,7 +19,7 @@ def keep(owner):
     doc = document()
     doc["lore"] = [{"id": "keep-history", "title": "The Keep's history", "text": "Built by the first wardens."}]
     campaign, _ = worldfile.create_campaign(owner, doc)
-    return campaign
+    return as_author(campaign)  # the forms are the author's view
 
 
 def now(campaign):
@@ -291,6 +292,7 @@ def test_what_a_place_has_beyond_the_forms_rows_is_kept_when_the_place_is_edited
     [hall] = [p for p in doc["places"] if p["name"] == "Hall"]
     hall["features"] = [{"name": f"alcove {n}", "text": f"the alcove number {n}"} for n in range(9)]
     campaign, _ = worldfile.create_campaign(owner, doc)
+    as_author(campaign)
     initial = entityforms.for_place(now(campaign), "hall")
     shown = {name[len("place-"):] if name.startswith("place-") else name: value for name, value in initial.items()}
     shown["description"] = "a vaulted hall, colder now"
@@ -382,3 +384,12 @@ def test_json_the_form_cannot_read_is_refused_in_words_and_nothing_is_written(cl
     kept = response.content.decode().split('<textarea id="entity-json"')[1].split(">", 1)[1].split("</textarea>")[0]
     assert kept.replace("&quot;", '"') == text, "the JSON as written is kept to be corrected"
     assert written(keep) == counts
+
+
+def test_in_the_players_view_the_pages_say_they_are_the_authors(client_of, keep):
+    """The forms show the game master's briefs and hidden things: the player's view is refused, with the switch."""
+    keep.author_view = False
+    keep.save(update_fields=["author_view"])
+    for url in (reverse("entities", args=[keep.pk]), reverse("entity_new", args=[keep.pk, "character"])):
+        response = client_of.get(url)
+        assert response.status_code == 403 and "author" in response.content.decode().lower()

@@ -9,6 +9,7 @@ from django.urls import reverse
 from campaigns import ruleforms
 from campaigns.state.time import rulebook
 from tests.campaigns.test_rule_views import keep, now  # noqa: F401 — the Lantern Keep with rules, and its head
+from tests.conftest import as_author
 
 HTMX = {"HTTP_HX_REQUEST": "true"}
 
@@ -57,6 +58,7 @@ def test_a_variable_saved_from_the_form_is_defined_at_the_head(client_of, keep):
 
 
 def test_a_refused_rule_says_why_and_the_form_keeps_what_was_typed(client_of, keep):
+    as_author(keep)  # the forms are on the panels in the author's view
     form = ruleforms.VariableForm.from_post(posted("variable", name="favour", type="number", minimum="10",
                                                    maximum="0"))
     page = client_of.post(reverse("rule_save", args=[keep.pk, "variable"]), form.data, **HTMX).content.decode()

@@ -8,7 +8,7 @@ import json
 import pytest
 
 from tests.campaigns.test_world import document
-from tests.e2e.test_play import _manage, app, connected, fake, page, send  # noqa: F401 — the shared browser fixtures
+from tests.e2e.test_play import _manage, app, author_view, connected, fake, page, send  # noqa: F401 — the shared browser fixtures
 
 pytestmark = pytest.mark.e2e
 
@@ -71,6 +71,7 @@ def fill(page, kind, **fields):
 def test_an_author_makes_each_rule_in_its_form_sees_its_json_and_plays_the_turns_that_make_each_act(
         app, fake, page, tmp_path):
     start_world(app, page, world_file(tmp_path))
+    author_view(page)  # the rule forms are the author's
     url = page.url
 
     # A variable: the form makes it, the JSON shows it, the JSON edited shows in the form.

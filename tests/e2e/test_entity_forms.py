@@ -4,7 +4,7 @@ import json
 
 import pytest
 
-from tests.e2e.test_play import app, connected, fake, page, send, settled  # noqa: F401 — shared fixtures
+from tests.e2e.test_play import app, author_view, connected, fake, page, send, settled  # noqa: F401 — shared fixtures
 from tests.e2e.test_world import start_from_world_file
 
 pytestmark = pytest.mark.e2e
@@ -18,6 +18,7 @@ def fill(page, kind, values):
 def test_an_author_adds_a_place_a_character_and_an_item_in_forms_and_the_narrator_is_told_of_them(app, fake, page,
                                                                                                     tmp_path):
     start_from_world_file(app, page, tmp_path)
+    author_view(page)  # the world's forms are the author's
     play = page.url
     page.wait_for_selector("#world-panel #entity-links a")
     page.click("#entity-links a")
