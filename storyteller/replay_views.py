@@ -41,9 +41,10 @@ class ReplayForm(forms.Form):
 
     def __init__(self, *args, campaign, **kwargs):
         super().__init__(*args, **kwargs)
-        ids = Branch.objects.filter(campaign=campaign).values_list("pk", flat=True)
-        self.fields["branch"].choices = [(pk, f"#{pk}" + (" (current)" if pk == campaign.head_branch_id else ""))
-                                         for pk in ids]
+        lines = Branch.objects.filter(campaign=campaign).order_by("number").values_list("pk", "number", "name")
+        self.fields["branch"].choices = [
+            (pk, f"Line {number}" + (f": {name}" if name else "") + (" (current)" if pk == campaign.head_branch_id
+                                                                      else "")) for pk, number, name in lines]
         self.fields["branch"].initial = campaign.head_branch_id
 
     def clean(self):
@@ -56,7 +57,7 @@ class ReplayForm(forms.Form):
 def replays_context(campaign, form=None, error=""):
     """Return what ``storyteller/_replays.html`` renders: the campaign's replays, their progress, the form."""
     rows = [{"replay": r, "done": replays.progress(r)} for r in
-            Replay.objects.filter(campaign=campaign).select_related("branch")[:20]]
+            Replay.objects.filter(campaign=campaign).select_related("branch", "source")[:20]]
     # A stopped replay whose runner has not let go yet is stopping: the page watches it until it has.
     return {"campaign": campaign, "replays": rows, "form": form or ReplayForm(campaign=campaign), "error": error,
             "playing": any(row["replay"].status == Replay.Status.RUNNING or row["replay"].runner for row in rows)}
@@ -137,6 +138,8 @@ def compare(request, pk, replay_pk):
     """Show the replay and the line it played again, turn by turn, with a summary on top."""
     campaign = campaign_views.campaign_for_user(request, pk)
     replay = get_object_or_404(Replay.objects.select_related("branch"), pk=replay_pk, campaign=campaign)
+    if not campaign.author_view:  # both lines' states: who is where and believes what, the recorder's events
+        return campaign_views.author_only(request, campaign, "The comparison of a replay with its line")
     summary, rows = comparing.compare(replay)
     return render(request, "storyteller/compare.html", {
         "campaign": campaign, "replay": replay, "summary": summary, "rows": rows,

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.e2e.test_play import app, fake, page, send, settled, sign_in  # noqa: F401 — the shared browser fixtures
+from tests.e2e.test_play import app, author_view, fake, page, send, settled, sign_in  # noqa: F401 — the shared browser fixtures
 from tests.fake_ollama import FakeModelServer
 
 pytestmark = pytest.mark.e2e
@@ -62,6 +62,10 @@ def test_a_replay_is_started_followed_and_compared_in_the_browser(app, fake, oth
         page.set_viewport_size(viewport)
         page.screenshot(path=str(shots / f"replays-{viewport['width']}.png"), full_page=True)
 
+    branches = page.url  # the compare page is the author's view: turned on from the play page
+    page.goto(branches.split("/branches/")[0] + "/")
+    author_view(page)
+    page.goto(branches)
     page.click("#replays tr[data-status=done] >> text=Compare")
     page.wait_for_selector("#compare-summary")
     summary = page.inner_text("#compare-summary")

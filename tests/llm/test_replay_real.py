@@ -15,6 +15,7 @@ from storyteller.context import Action
 from storyteller.llm import supervisor
 from storyteller.management.commands.seed_demo import DEMO_WORLD
 from storyteller.steps import postturn
+from tests.conftest import as_author
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -63,5 +64,6 @@ async def test_the_demo_replayed_by_a_real_server_is_compared_turn_by_turn(demo,
         assert row.original.first_word_ms is not None and row.replay.first_word_ms is not None
     client = AsyncClient()
     await client.aforce_login(owner)
+    await sync_to_async(as_author)(demo)  # the compare page is the author's view
     page = (await client.get(reverse("replay_compare", args=[demo.pk, replay.pk]))).content.decode()
     assert "3 of 3 turns played again" in page and 'id="turn-3"' in page and "smollm2" in page

@@ -28,6 +28,7 @@ from storyteller.llm.fake_server import FakeModelServer
 from storyteller.llm.scripted import vector_for
 from storyteller.steps import postturn
 from tests.campaigns.test_world import document
+from tests.conftest import as_author
 from tests.storyteller.test_recorder import play
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -145,7 +146,11 @@ async def test_the_compare_page_shows_every_kind_of_difference(keep, server_b, c
     server_b.script(*REPLAYED)
     replay = await replays.run((await start(keep, server_b)).pk)
     await sync_to_async(client.force_login)(owner)
-    page = (await sync_to_async(client.get)(reverse("replay_compare", args=[keep.pk, replay.pk]))).content.decode()
+    url = reverse("replay_compare", args=[keep.pk, replay.pk])
+    refused = await sync_to_async(client.get)(url)
+    assert refused.status_code == 403, "both lines' states are the author's view"
+    await sync_to_async(as_author)(keep)
+    page = (await sync_to_async(client.get)(url)).content.decode()
 
     summary = page.split('id="compare-summary"')[1].split("</section>")[0]
     assert "10 of 10 turns played again" in summary and "6 replies word for word the same" in summary
