@@ -198,7 +198,7 @@ def test_the_world_command_creates_lints_and_exports(db, tmp_path):
     pk = int(run("world", "new", str(LANTERN_KEEP)).strip())
     assert Campaign.objects.get(pk=pk).title == "Lantern Keep"
     assert run("world", "lint", str(LANTERN_KEEP)).strip() == (
-        "note: exits[2] and exits[3] both open with the same key: read as the two sides of one door (iron door), "
+        "note: exits[1] and exits[2] both open with the same key: read as the two sides of one door (iron door), "
         "locked and unlocked together; name a different door on each to keep them apart")
     assert run("world", "lint", "--campaign", str(pk)).strip() == "No findings."
     exported = tmp_path / "out.json"
