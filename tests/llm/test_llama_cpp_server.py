@@ -15,7 +15,7 @@ from storyteller.consumers import CHUNK_FRAGMENT
 from storyteller.context import Action
 from storyteller.llm import structured
 from storyteller.steps import minds, postturn, recorder
-from tests.conftest import make_campaign
+from tests.conftest import as_author, make_campaign
 from tests.storyteller.test_consumers import connect, frames_until_end
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -101,6 +101,7 @@ async def test_three_turns_recorded_with_negotiated_output_counted_tokens_and_no
     counted, estimate = node.snapshot.prompt_eval_count, node.snapshot.report["budget"]["prompt_tokens"]
     assert counted is not None and 0.7 * estimate < counted < 1.5 * estimate
     client = await signed_in(owner)
+    await sync_to_async(as_author)(story)  # the prompt inspector is the author's view
     page = (await sync_to_async(client.get)(reverse("inspector", args=[story.pk, node.pk]))).content.decode()
     assert f"<td data-server-count>{counted} " in page and "/extras/tokenize/count" in page
     assert node.snapshot.eval_count and f"<td>{node.snapshot.eval_count} (" in page, "the reply is counted too"
