@@ -2,7 +2,7 @@
 
 import pytest
 
-from tests.e2e.test_play import app, fake, page, send, settled, sign_in  # noqa: F401 — the shared browser fixtures
+from tests.e2e.test_play import app, author_view, fake, page, send, settled, sign_in  # noqa: F401 — the shared browser fixtures
 
 pytestmark = pytest.mark.e2e
 
@@ -10,6 +10,7 @@ pytestmark = pytest.mark.e2e
 def test_a_summary_typed_in_the_plot_panel_is_shown_escaped_and_reaches_the_narrator(app, fake, page):  # noqa: F811
     fake.script("The gate opens.", "The hall is dark.", "A lantern burns.")
     sign_in(app, page)
+    author_view(page)  # writing the plot's summary and the prompt inspector are the author's
     send(page, "open the gate")
     send(page, "enter the hall")
     settled(page)  # the worker's reload of the panels is done before we write in one
