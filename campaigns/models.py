@@ -860,3 +860,92 @@ class Replay(models.Model):
     def turns(self):
         """Return how many turns the line has: its player actions from ``from_depth`` to ``to_depth``."""
         return max(0, (self.to_depth - self.from_depth) // 2 + 1)
+
+
+WHISPER_CHARS = 2_000  # a whisper to the game master: a line or a short paragraph, as an action is
+
+
+class Seat(models.Model):
+    """One place at a campaign's table (issue 30): a character of the cast a person plays, or a spectator's.
+
+    ``character`` is the cast key the seat plays (the protagonist's key too); a spectator seat has none and reads
+    the public story only. ``user`` is empty until an invitation is taken. A paused or removed seat's person has
+    no access at all (``seating.access``); a removed seat is kept, so its whispers keep their sender.
+    """
+
+    class Kind(models.TextChoices):
+        PLAYER = "player", "Player"
+        SPECTATOR = "spectator", "Spectator"
+
+    class Status(models.TextChoices):
+        OPEN = "open", "Waiting for someone"
+        SEATED = "seated", "Seated"
+        PAUSED = "paused", "Paused"
+        REMOVED = "removed", "Removed"
+
+    campaign = models.ForeignKey(Campaign, on_delete=models.CASCADE, related_name="seats")
+    character = models.CharField(max_length=200, blank=True, help_text="The cast key this seat plays; "
+                                 "empty for a spectator.")
+    kind = models.CharField(max_length=10, choices=Kind.choices, default=Kind.PLAYER)
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.CASCADE,
+                             related_name="seats")
+    status = models.CharField(max_length=10, choices=Status.choices, default=Status.OPEN)
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ["campaign", "id"]
+        indexes = [models.Index(fields=["user", "campaign"])]
+        constraints = [
+            # One live seat per person per table: access is one role, never two.
+            models.UniqueConstraint(fields=["campaign", "user"], condition=~models.Q(status="removed"),
+                                    name="one_live_seat_per_user"),
+        ]
+
+    def __str__(self):
+        return f"seat {self.pk} ({self.kind} {self.character or '-'}) of campaign {self.campaign_id}"
+
+    @property
+    def live(self):
+        """Whether the seat's person may reach the table now."""
+        return self.status == self.Status.SEATED and self.user_id is not None
+
+
+class Invitation(models.Model):
+    """A one-time, expiring link to take a seat; only the token's hash is kept (``seating.invite`` makes one)."""
+
+    seat = models.ForeignKey(Seat, on_delete=models.CASCADE, related_name="invitations")
+    token_hash = models.CharField(max_length=64, unique=True, editable=False)
+    expires_at = models.DateTimeField()
+    used_at = models.DateTimeField(null=True, blank=True)
+    used_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL,
+                                related_name="+")
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["-created_at", "-id"]
+
+    def __str__(self):
+        return f"invitation {self.pk} to seat {self.seat_id}"
+
+
+class Whisper(models.Model):
+    """A seated player's message to the game master: only its sender and the campaign's owner ever see it.
+
+    ``branch`` and ``depth`` are the head of the line when it was sent: the round it belongs to is the one played
+    from there (``seating.whispers_for_round``), and the game master reads it as a private note on that character.
+    """
+
+    campaign = models.ForeignKey(Campaign, on_delete=models.CASCADE, related_name="whispers")
+    seat = models.ForeignKey(Seat, on_delete=models.CASCADE, related_name="whispers")
+    text = models.TextField(validators=[MaxLengthValidator(WHISPER_CHARS)])
+    branch = models.ForeignKey(Branch, on_delete=models.RESTRICT, related_name="+")
+    depth = models.PositiveIntegerField(help_text="The head's depth when it was sent.")
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["created_at", "id"]
+        indexes = [models.Index(fields=["campaign", "branch", "depth"])]
+
+    def __str__(self):
+        return f"whisper {self.pk} from seat {self.seat_id}"

@@ -17,11 +17,18 @@ def viewer_of(campaign):
     return Viewer(PROTAGONIST, author=bool(campaign.author_view))
 
 
-def view_of(campaign, *, path=None, state=None):
-    """Return the View of ``campaign`` at its head (or ``path``), as its play page shows it."""
+def viewer_for(campaign, user):
+    """Return the Viewer ``user``'s pages of ``campaign`` are built as (issue 30: a seat's character; the owner's is
+    ``viewer_of``; a spectator's the public story). Raises Http404 for someone with no access."""
+    from . import seating
+    return seating.viewer_for(campaign, user)
+
+
+def view_of(campaign, *, path=None, state=None, viewer=None):
+    """Return the View of ``campaign`` at its head (or ``path``), as its play page shows it (or as ``viewer``)."""
     path = path or lineage.path_of(campaign)
     state = state if state is not None else state_at(path, campaign)
-    return view(state, viewer_of(campaign), lambda: whereabouts.minds_at(path, campaign),
+    return view(state, viewer or viewer_of(campaign), lambda: whereabouts.minds_at(path, campaign),
                 time_zone=campaign.time_zone, depth=path.head_depth)
 
 
