@@ -10,7 +10,7 @@ from .state.time.rules import Refused
 
 
 # The campaign's limits on voices (seed 002; the edit page's "Voices" fieldset).
-VOICES_FIELDS = ["game_master", "max_rounds", "max_characters", "offstage_per_turn", "offstage_per_character",
+VOICES_FIELDS = ["game_master", "round_timer_seconds", "max_rounds", "max_characters", "offstage_per_turn", "offstage_per_character",
                  "offstage_summary", "authoring_enabled", "authoring_per_turn", "authoring_consolidate_after"]
 VOICES_NUMBERS = [name for name in VOICES_FIELDS if name not in ("game_master", "offstage_summary",
                                                                   "authoring_enabled")]

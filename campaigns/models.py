@@ -191,6 +191,10 @@ class Campaign(models.Model):
         default=1, validators=_limit("Off-stage actions of one character after a turn", 1, MAX_OFFSTAGE,
                                      "to keep characters from acting off stage, set the characters per turn to 0"),
         help_text="How often one character may act off stage after one turn.")
+    round_timer_seconds = models.PositiveIntegerField(
+        default=0, validators=_limit("The table's round timer", 0, 3600,
+                                     "0 turns it off: a round then waits for everyone here, or for your go"),
+        help_text="At a table: seconds after a round's first action before it plays with what was sent (0: off).")
     offstage_summary = models.BooleanField(
         default=True, help_text="Show what happened off stage as a “Meanwhile” card after the turn.")
     authoring_enabled = models.BooleanField(
@@ -949,3 +953,7 @@ class Whisper(models.Model):
 
     def __str__(self):
         return f"whisper {self.pk} from seat {self.seat_id}"
+
+
+# A table's rounds (issue 30, campaigns/round_models.py): imported here so the app's models include them.
+from .round_models import NarrationPart, RoundProposal, TableAction, TableRound  # noqa: E402, F401

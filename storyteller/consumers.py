@@ -25,7 +25,7 @@ from campaigns import acting, lineage
 from campaigns.forms import ActionForm
 from campaigns.models import Campaign, Node
 
-from . import editing, llm, turns, warming
+from . import editing, llm, table_rounds, turns, warming
 from .steps import postturn
 from .context import Action
 from .views import STORY_WINDOW, controls_context, mark_rounds, mark_versions
@@ -67,7 +67,7 @@ UNSHOWN = ("The reply was saved, but the page could not show it ({error}); the s
 MAX_FRAME_BYTES = 512 * 1024
 
 
-class PlayConsumer(AsyncJsonWebsocketConsumer):
+class PlayConsumer(table_rounds.TableSocket, AsyncJsonWebsocketConsumer):
     turn = None
     author = False  # whether the turn playing shows the author's view (thinking, rounds' workings): read as it starts
     stopping = None  # set by Stop when the turn keeps what it wrote (a continuation); None: Stop cancels
@@ -84,6 +84,7 @@ class PlayConsumer(AsyncJsonWebsocketConsumer):
         self.group = f"campaign-{self.campaign_id}"
         await self.channel_layer.group_add(self.group, self.channel_name)
         await self.accept()
+        await self.table_join()  # a table's presence and round panel (storyteller/table_rounds.py)
         warming.start(self.campaign_id)  # the first turn after a start finds the campaign's indexes hot
 
     async def disconnect(self, code):
@@ -92,6 +93,7 @@ class PlayConsumer(AsyncJsonWebsocketConsumer):
             self.turn.cancel()
         if self.group:
             await self.channel_layer.group_discard(self.group, self.channel_name)
+            await self.table_leave()
 
     async def receive(self, text_data=None, bytes_data=None, **kwargs):
         """Handle one message; one that cannot be read or handled gets an error fragment, never a closed socket."""
@@ -107,6 +109,8 @@ class PlayConsumer(AsyncJsonWebsocketConsumer):
 
     async def receive_json(self, content, **kwargs):
         kind = content.get("action", "turn")
+        if await self.table_receive(kind, content):  # at a table, rounds (storyteller/table_rounds.py)
+            return
         if kind == "stop":
             self._stop()
         elif self._busy():
@@ -260,6 +264,24 @@ class PlayConsumer(AsyncJsonWebsocketConsumer):
             except Exception:
                 logger.exception("Nor could the words saying so; the page reads the story when it reconnects")
 
+    async def table_owner_round(self, event):
+        """Show the owner a table's round as a turn: its input and the narration streaming, then its end."""
+        phase = event["phase"]
+        if phase == "start":
+            self.table_turn = _Turn(Action(mode="do", text=event["action"]) if event["action"] else None,
+                                    retry=event.get("retry", False))
+            start, self.table_turn.replaced, self.author = await _render_start(self.campaign_id, self.table_turn)
+            await self.send(text_data=start)
+            self.table_turn.started = True
+            return
+        turn, self.table_turn = getattr(self, "table_turn", None) or _Turn(None, retry=False), None
+        if phase == "end":
+            await self._end(turn, "committed", notice=event.get("notice", ""),
+                            result=turns.TurnResult(node_id=event["node"], text=""))
+        else:
+            await self._end(turn, "stopped" if phase == "stopped" else "failed",
+                            **({"notice": event["error"]} if phase == "stopped" else {"error": event["error"]}))
+
     async def _relay(self, text):
         await self.send(text_data=format_html(CHUNK_FRAGMENT, text))
 
@@ -348,7 +370,9 @@ def _parse(text_data):
 
 @database_sync_to_async
 def _owns(user, campaign_id):
-    return Campaign.objects.filter(pk=campaign_id, owner=user).exists()
+    # The one access check (campaigns/seating.py): the owner, or a person seated at the table.
+    from campaigns import seating
+    return seating.access(user, campaign_id) is not None
 
 
 @database_sync_to_async

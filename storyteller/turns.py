@@ -87,6 +87,7 @@ class TurnResult:
     text: str
     notice: str = ""
     post_turn: object = None  # the campaign's post-turn worker (an asyncio.Task), for whoever must await it
+    commit_ms: float | None = None  # how long the turn's one transaction took (a table's round bench reads it)
 
 
 @dataclass(frozen=True)
@@ -124,7 +125,8 @@ SUMMARISING = ("The story has outgrown the prompt: summarising its older passage
 
 
 async def play_turn(campaign_id, action, relay, *, retry=False, notify=None, on_voice=None, think=None,
-                    edit_of=None, narrator=None, sampling=Sampling(), prompt=None):
+                    edit_of=None, narrator=None, sampling=Sampling(), prompt=None, people=frozenset(),
+                    on_commit=None):
     """Play ``action`` (or retry the head's reply) and return the committed reply.
 
     ``edit_of``, the id of a player action on the line, plays ``action`` as
@@ -148,13 +150,19 @@ async def play_turn(campaign_id, action, relay, *, retry=False, notify=None, on_
     client) and ``sampling``, and with ``prompt``, if given, sent as it is
     in place of the one built (the context is built and reported all the
     same; a game master's rounds are not played again).
+
+    A table's round (``storyteller.table_rounds``) names the characters its
+    ``people`` play (the game master never speaks for them) and passes
+    ``on_commit(reply_node, reply, played)``, called inside the turn's one
+    transaction after everything else: what it raises rolls the turn back.
     """
     async with _playing(campaign_id, notify):
         game_master = await database_sync_to_async(
             lambda: Campaign.objects.values_list("game_master", flat=True).get(pk=campaign_id))()
         return await _play(campaign_id, action, relay, retry, notify, think,
                            on_voice=on_voice if game_master else None, voices=bool(game_master) and prompt is None,
-                           edit_of=edit_of, narrator=narrator, sampling=sampling, prompt=prompt)
+                           edit_of=edit_of, narrator=narrator, sampling=sampling, prompt=prompt, people=people,
+                           on_commit=on_commit)
 
 
 @contextlib.asynccontextmanager
@@ -365,7 +373,7 @@ def _forget_drafts(campaign_id, count):
 
 
 async def _play(campaign_id, action, relay, retry, notify, think, *, on_voice=None, voices=False, edit_of=None,
-                narrator=None, sampling=Sampling(), prompt=None):
+                narrator=None, sampling=Sampling(), prompt=None, people=frozenset(), on_commit=None):
     prepared = await _prepare_compacting(campaign_id, action, retry, notify, edit_of, narrator=narrator)
     campaign = prepared.campaign
     played, messages, used = None, prepared.ctx.messages if prompt is None else prompt, []
@@ -374,7 +382,7 @@ async def _play(campaign_id, action, relay, retry, notify, think, *, on_voice=No
         try:
             with usage.collecting() as used:
                 played = await gm.play(campaign, prepared.path, prepared.ctx, prepared.narrator, on_voice=on_voice,
-                                       action=prepared.action)
+                                       action=prepared.action, people=people)
         except gm.StepFailed as error:
             raise TurnFailed(f"{error} Nothing was saved.") from error
         messages = played.narration_messages
@@ -425,7 +433,9 @@ async def _play(campaign_id, action, relay, retry, notify, think, *, on_voice=No
         thinking=written.thinking.strip(),
     )
     # The game master's steps, its characters and its narration step are kept with the turn, in its one commit.
-    node = await database_sync_to_async(_commit)(prepared, reply, retry, played, requested=used)
+    committing = time.perf_counter()
+    node = await database_sync_to_async(_commit)(prepared, reply, retry, played, requested=used, on_commit=on_commit)
+    commit_ms = (time.perf_counter() - committing) * 1000
     _forget_drafts(campaign_id, len(drafts))
     # The commit has returned, so the turn is durable: only now may the recorder read it.
     post_turn = postturn.schedule(campaign.pk, node.pk)
@@ -435,7 +445,7 @@ async def _play(campaign_id, action, relay, retry, notify, think, *, on_voice=No
             f"The reply reached the {limit}-token limit and was cut off; it was saved as it is. "
             "Use Continue to carry on, or raise max_output_tokens in the campaign settings."
         )
-    return TurnResult(node_id=node.pk, text=text, notice=notice, post_turn=post_turn)
+    return TurnResult(node_id=node.pk, text=text, notice=notice, post_turn=post_turn, commit_ms=commit_ms)
 
 
 async def _stream(narrator, messages, options, written, relay, think=None):
@@ -618,7 +628,7 @@ async def queries_embedded(queries):
     return queries.embedded(vectors)
 
 
-def _commit(prepared, reply, retry, played=None, requested=()):
+def _commit(prepared, reply, retry, played=None, requested=(), on_commit=None):
     """Commit the turn, time it in the story, and count the memories it used, in one transaction (seed 004 §O:
     one commit; the clock, the routines' catch-up and the trigger check are code, with no model call).
 
@@ -641,6 +651,8 @@ def _commit(prepared, reply, retry, played=None, requested=()):
             bank.record_use(used)
             # Each earlier event the narrator was given is recalled once more on this line (its half-life grows).
             recall_index.record_use(prepared.campaign.pk, (node.branch_id, node.depth), "", evoked)
+            if on_commit is not None:
+                on_commit(node, reply, played)
         return node
     except story.StoryMovedOn as error:
         raise TurnFailed(str(error)) from error

@@ -172,7 +172,7 @@ CAMPAIGN_FIELDS = (
     "descriptive_richness", "violence_level", "pacing", "style_notes", "narrator_rules", "context_token_budget",
     "max_output_tokens", "temperature", "narrator_model", "embed_model", "head_depth", "created_at", "updated_at",
     "game_master", "max_rounds", "max_characters", "offstage_per_turn", "offstage_per_character", "offstage_summary",
-    "authoring_enabled", "authoring_per_turn", "authoring_consolidate_after",
+    "authoring_enabled", "authoring_per_turn", "authoring_consolidate_after", "round_timer_seconds",
     # Characters' recall. Not the reranker's address: an imported bundle is never a reason to make a request.
     "memory_flaky", "memory_recall", "memory_over_retrieve", "memory_diversity", "memory_associate", "memory_verify",
     # Story time and world rules (issue 13); a bundle without them keeps their defaults.

@@ -106,19 +106,20 @@ class StepFailed(Exception):
     """The game master's step could not be played; the message says what happened."""
 
 
-async def play(campaign, path, ctx, narrator, *, on_voice=None, action=None):
+async def play(campaign, path, ctx, narrator, *, on_voice=None, action=None, people=frozenset()):
     """Play the rounds of one turn after ``ctx`` (the narrator's Context for the player's action) on ``path``.
 
     ``on_voice(kind, data)``, if given, is awaited as each round begins
     (``"round"``) and as each character speaks (``"voice"``), for the play
     page. Raise StepFailed when a game-master step fails; nothing is written.
     ``action`` (the player's) says whom the player spoke to: they answer in
-    the first round; those the player muted for the scene never do.
+    the first round; those the player muted for the scene never do, nor
+    ``people``: the characters a table's players play themselves.
     """
     limits = limits_of(campaign)
     state = await database_sync_to_async(_read)(campaign, path, _action_line(ctx))
     spoken_to = rounds.addressed(state, action.mode, action.text, action.asked) if action is not None else ()
-    muted = frozenset(muting.muted_at(campaign, state.location_of(PROTAGONIST)))
+    muted = frozenset(muting.muted_at(campaign, state.location_of(PROTAGONIST))) | frozenset(people)
     entries = await database_sync_to_async(_lore_entries)(campaign, state)
     done, played, proposals, rolls, news, applied = [], [], [], [], [], []
     report = {"rounds": [], "author": []}

@@ -1,0 +1,113 @@
+"""A table's rounds (issue 30): the actions waiting in a round, the round as played, its narration by stage.
+
+Imported at the end of ``campaigns.models`` (the app's models). The logic is
+``campaigns.tablerounds``; the round's pure rules ``storyteller.voices.table``.
+"""
+
+from django.core.validators import MaxLengthValidator
+from django.db import models
+from django.utils import timezone
+
+from .models import Branch, Campaign, Node, Seat
+
+ACTION_CHARS = 4000
+PROPOSAL_NOTE_CHARS = 300
+
+
+class TableAction(models.Model):
+    """One seated player's action for a round: kept exactly as sent, until the round plays (or it is withdrawn).
+
+    The round it belongs to is the head it was sent at (``branch``, ``depth``);
+    played, it points at the round's player node and keeps the place its
+    character was at (its stage).
+    """
+
+    class Status(models.TextChoices):
+        WAITING = "waiting", "Waiting for the round"
+        PLAYED = "played", "Played"
+        WITHDRAWN = "withdrawn", "Withdrawn"
+
+    campaign = models.ForeignKey(Campaign, on_delete=models.CASCADE, related_name="table_actions")
+    seat = models.ForeignKey(Seat, on_delete=models.CASCADE, related_name="actions")
+    character = models.CharField(max_length=200, help_text="The cast key the seat played when it was sent.")
+    branch = models.ForeignKey(Branch, on_delete=models.RESTRICT, related_name="+")
+    depth = models.PositiveIntegerField(help_text="The head's depth when it was sent: the round it belongs to.")
+    text = models.TextField(validators=[MaxLengthValidator(ACTION_CHARS)])
+    status = models.CharField(max_length=10, choices=Status.choices, default=Status.WAITING)
+    sent_at = models.DateTimeField(default=timezone.now)
+    edited_at = models.DateTimeField(null=True, blank=True)
+    node = models.ForeignKey(Node, null=True, blank=True, on_delete=models.CASCADE, related_name="table_actions",
+                             help_text="The player node of the round it was played in.")
+    place = models.CharField(max_length=200, blank=True, help_text="Where its character was when it played.")
+
+    class Meta:
+        ordering = ["sent_at", "id"]
+        indexes = [models.Index(fields=["campaign", "branch", "depth", "status"])]
+        constraints = [models.UniqueConstraint(fields=["seat", "branch", "depth"],
+                                               condition=models.Q(status="waiting"),
+                                               name="one_waiting_action_per_seat")]
+
+    def __str__(self):
+        return f"table action {self.pk} ({self.status}) of seat {self.seat_id}"
+
+
+class TableRound(models.Model):
+    """A round as played at a table, on its player node: its stages (who of the seated was where) and why."""
+
+    node = models.OneToOneField(Node, on_delete=models.CASCADE, related_name="table_round")
+    stages = models.JSONField(default=list, help_text="[{place, name, present: [character keys]}]")
+    why = models.CharField(max_length=200, blank=True)
+    played_at = models.DateTimeField(default=timezone.now)
+
+    def __str__(self):
+        return f"table round at node {self.node_id}"
+
+
+class NarrationPart(models.Model):
+    """One part of a table round's reply, told at one stage, and the seated characters present for it."""
+
+    node = models.ForeignKey(Node, on_delete=models.CASCADE, related_name="narration_parts")
+    number = models.PositiveSmallIntegerField()
+    place = models.CharField(max_length=200, blank=True, help_text="Empty: told at no seat's stage (the owner's).")
+    place_name = models.CharField(max_length=200, blank=True)
+    present = models.JSONField(default=list, help_text="The seated characters present: [character keys].")
+    text = models.TextField()
+
+    class Meta:
+        ordering = ["node", "number"]
+        constraints = [models.UniqueConstraint(fields=["node", "number"], name="one_part_per_number")]
+
+    def __str__(self):
+        return f"part {self.number} of node {self.node_id}"
+
+
+class RoundProposal(models.Model):
+    """A seated player's proposal to undo, retry or switch line: the owner accepts or declines it."""
+
+    class Kind(models.TextChoices):
+        UNDO = "undo", "Undo the last round"
+        RETRY = "retry", "Tell the last round again"
+        BRANCH = "branch", "Go back to another line"
+
+    class Status(models.TextChoices):
+        WAITING = "waiting", "Waiting for the owner"
+        ACCEPTED = "accepted", "Accepted"
+        DECLINED = "declined", "Declined"
+
+    campaign = models.ForeignKey(Campaign, on_delete=models.CASCADE, related_name="round_proposals")
+    seat = models.ForeignKey(Seat, on_delete=models.CASCADE, related_name="proposals")
+    kind = models.CharField(max_length=10, choices=Kind.choices)
+    note = models.CharField(max_length=PROPOSAL_NOTE_CHARS, blank=True)
+    branch = models.ForeignKey(Branch, on_delete=models.RESTRICT, related_name="+")
+    depth = models.PositiveIntegerField(help_text="The head when it was proposed.")
+    target = models.ForeignKey(Branch, null=True, blank=True, on_delete=models.SET_NULL, related_name="+",
+                               help_text="The line a branch proposal goes to.")
+    status = models.CharField(max_length=10, choices=Status.choices, default=Status.WAITING)
+    created_at = models.DateTimeField(default=timezone.now)
+    decided_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["created_at", "id"]
+
+    def __str__(self):
+        return f"{self.kind} proposal {self.pk} ({self.status})"
