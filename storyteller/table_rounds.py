@@ -66,6 +66,8 @@ _typing: dict[int, dict[str, float]] = {}
 _rounds: dict[int, asyncio.Task] = {}
 _timers: dict[int, tuple] = {}  # campaign id -> ((branch, depth), task)
 _cleared: dict[int, asyncio.TimerHandle] = {}
+# Called with each round's outcome ({"phase", "commit_ms", "round_ms", ...}): the table bench reads them.
+observers: list = []
 
 
 def group(campaign_id):
@@ -252,6 +254,8 @@ async def _play_round(campaign_id, why, direction, *, retry=False):
     finally:
         _rounds.pop(campaign_id, None)
         _disarm(campaign_id)
+        for observer in observers:
+            observer(outcome)
         await layer.group_send(group(campaign_id), {"type": "table.round", **outcome, "retry": retry})
         await broadcast(campaign_id)
         if outcome.get("phase") == "end" or outcome.get("again"):

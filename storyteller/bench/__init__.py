@@ -12,7 +12,7 @@ the prefix-reuse test.
 """
 
 from . import (branches, builtin, checkpoint, imports, knowledge, limits, memory, minds, model_work, overhead, page,
-               recording, replay, rules, state, tavern, turn, turn_first, view, voices, world)
+               recording, replay, rules, state, table, tavern, turn, turn_first, view, voices, world)
 
 BENCHMARKS = {
     "turn": turn.run,
@@ -36,6 +36,7 @@ BENCHMARKS = {
     "tavern": tavern.run,
     "replay": replay.run,
     "view": view.run,
+    "table": table.run,
 }
 # Run only when named: minutes of the built-in model (or of 440 turns played), not milliseconds of the app.
 SLOW = {"recording", "builtin", "model-work"}
