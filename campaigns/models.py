@@ -955,5 +955,19 @@ class Whisper(models.Model):
         return f"whisper {self.pk} from seat {self.seat_id}"
 
 
+class SeatsCampaign(Campaign):
+    """A campaign as a seated person's pages read it: it carries their seat's viewer, and the owner's author
+    switch is never on for them (every panel that asks ``campaign.author_view`` gets False; it is never saved)."""
+
+    class Meta:
+        proxy = True
+
+    author_view = property(lambda self: False, lambda self, value: None)
+    seat_viewer = None
+
+    def save(self, *args, **kwargs):
+        raise TypeError("A seated person's copy of a campaign is read only; save the owner's Campaign instead.")
+
+
 # A table's rounds (issue 30, campaigns/round_models.py): imported here so the app's models include them.
 from .round_models import NarrationPart, RoundProposal, TableAction, TableRound  # noqa: E402, F401

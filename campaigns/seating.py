@@ -28,7 +28,7 @@ from django.db import transaction
 from django.http import Http404
 from django.utils import timezone
 
-from .models import Campaign, Invitation, Seat, Whisper
+from .models import Campaign, Invitation, Seat, SeatsCampaign, Whisper
 from .state import PROTAGONIST
 from .viewpoint import Viewer
 
@@ -72,9 +72,7 @@ class Access:
         """The ``Viewer`` this person's pages, frames and exports are built as."""
         if self.owner:
             return Viewer(PROTAGONIST, author=bool(self.campaign.author_view))
-        if self.player:
-            return Viewer(self.seat.character or PROTAGONIST)
-        return SPECTATOR_VIEWER
+        return self.campaign.seat_viewer
 
 
 class InvitationRefused(Exception):
@@ -102,7 +100,9 @@ def access(user, campaign):
     seat = Seat.objects.filter(campaign=campaign, user=user, status=Seat.Status.SEATED).first()
     if seat is None:
         return None
-    return Access(campaign, PLAYER if seat.kind == Seat.Kind.PLAYER else SPECTATOR, seat)
+    role = PLAYER if seat.kind == Seat.Kind.PLAYER else SPECTATOR
+    viewer = Viewer(seat.character or PROTAGONIST) if role == PLAYER else SPECTATOR_VIEWER
+    return Access(_as_seat(campaign, viewer), role, seat)
 
 
 aaccess = sync_to_async(access, thread_sensitive=True)
@@ -137,7 +137,17 @@ def tables_of(user):
     if not user.is_authenticated:
         return []
     return list(Seat.objects.filter(user=user, status=Seat.Status.SEATED).exclude(campaign__owner=user)
-                .select_related("campaign").order_by("-campaign__updated_at"))
+                .select_related("campaign", "campaign__owner").order_by("-campaign__updated_at"))
+
+
+def table_of(campaign):
+    """Return what the owner's play page shows of the table: ``seats`` (open or taken), ``seated`` (people at it
+    now), and ``whispers`` (every seat's, oldest first) with the owner's ``access``."""
+    seats = list(Seat.objects.filter(campaign=campaign).exclude(status=Seat.Status.REMOVED).values_list("status",
+                                                                                                      flat=True))
+    owner = Access(campaign, OWNER)
+    return {"seats": len(seats), "seated": seats.count(Seat.Status.SEATED), "access": owner,
+            "whispers": whispers_seen(owner) if seats else []}
 
 
 # --- seats -------------------------------------------------------------------------------------------------------
@@ -293,3 +303,11 @@ def whispers_seen(reached):
     if reached.player:
         return list(rows.filter(seat=reached.seat))
     return []
+
+
+def _as_seat(campaign, viewer):
+    """Return ``campaign`` as a ``SeatsCampaign`` whose pages are built as ``viewer`` (no database read)."""
+    seated = SeatsCampaign.__new__(SeatsCampaign)
+    seated.__dict__.update(campaign.__dict__)
+    seated.seat_viewer = viewer
+    return seated

@@ -16,25 +16,52 @@ from .models import Node, Round
 from .state.time import calendar
 
 
-def write(campaign):
-    """Return the story of ``campaign``'s active line as its play page's viewer knows it, as Markdown text."""
+def write(campaign, reached=None):
+    """Return the story of ``campaign``'s active line as its play page's viewer knows it, as Markdown text.
+
+    ``reached`` (a ``seating.Access``) is who asks: a seat's person gets the passages their character was there
+    for (``viewing.seen``) and, a player, their own whispers; the owner gets every seat's whispers."""
     path = lineage.path_of(campaign)
     view = viewing.view_of(campaign, path=path)
     lines = [f"# {campaign.title}", ""]
     if view.author:
         lines += ["*The author's view: everything, spoilers included.*", ""]
-    lines += _story(campaign, path, view) + _world(campaign, view)
+    lines += _story(campaign, path, view) + _world(campaign, view) + _whispers(reached)
     return "\n".join(lines).rstrip() + "\n"
+
+
+def _whispers(reached):
+    from . import seating
+    rows = seating.whispers_seen(reached) if reached is not None else []
+    if not rows:
+        return []
+    lines = ["## Whispers to the game master", ""]
+    for row in rows:
+        who = "You" if reached.player else (row.seat.user.username if row.seat.user else "A player")
+        lines.append(f"- {who}: {row.text}")
+    return lines + [""]
 
 
 def _story(campaign, path, view):
     nodes = list(path.nodes().order_by("depth"))
+    passages = viewing.seen(campaign, path, nodes, view.viewer)
+    elsewhere = {passage.node.pk for passage in passages if passage.elsewhere}
+    parts = {passage.node.pk: passage.parts for passage in passages if passage.parts}
+    kept = {passage.node.pk for passage in passages}
+    nodes = [node for node in nodes if node.pk in kept]
     rounds = {}
     for row in Round.objects.filter(node__in=[n for n in nodes if n.role == Node.Role.NARRATOR],
                                     kind=Round.Kind.GM).order_by("node_id", "number"):
         rounds.setdefault(row.node_id, []).append(row)
     lines = ["## The story", ""]
     for node in nodes:
+        if node.pk in elsewhere:
+            lines += [f"*{viewing.ELSEWHERE}*", ""]
+            continue
+        if node.pk in parts:
+            lines += [getattr(part, "text", None) or (part.get("text") if isinstance(part, dict) else str(part))
+                      for part in parts[node.pk]] + [""]
+            continue
         if node.role == Node.Role.PLAYER:
             said = f"“{node.text}”" if node.mode == Node.Mode.SAY else node.text or "(continue)"
             lines += [f"> **{node.get_mode_display()}:** {said}", ""]

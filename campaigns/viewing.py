@@ -4,16 +4,30 @@
 every panel, fragment, socket frame and export of a player page is built
 from it. ``switch`` turns the author's view on or off for the campaign (a
 deliberate switch, remembered, off by default).
+
+At a table (issue 30) each person's pages are built as their own viewer
+(``viewer_for``): a campaign handed to a seated person is a
+``seating.SeatsCampaign``, which carries their seat's viewer and never the
+author's switch, so every panel reading ``view_of`` shows that seat's view.
+``seen`` says which passages of the story a seat's character was there for.
 """
 
+from dataclasses import dataclass
+
 from . import lineage
+from .models import Node, StateRecord
 from .state import PROTAGONIST, state_at
 from .state.minds import whereabouts
 from .viewpoint import Viewer, view
 
+ELSEWHERE = "You were elsewhere."
+
 
 def viewer_of(campaign):
-    """Return the Viewer the campaign's play page shows the story as."""
+    """Return the Viewer the campaign's play page shows the story as (a seat's, for a seated person's page)."""
+    seated = getattr(campaign, "seat_viewer", None)
+    if seated is not None:
+        return seated
     return Viewer(PROTAGONIST, author=bool(campaign.author_view))
 
 
@@ -36,3 +50,80 @@ def switch(campaign, on):
     """Show ``campaign``'s play page as its author (``on``: everything, spoilers included) or as its player."""
     campaign.author_view = bool(on)
     campaign.save(update_fields=["author_view"])
+
+
+@dataclass(frozen=True)
+class Passage:
+    """One node of the line as a viewer gets it: ``node``, or (``elsewhere``) only that they were not there."""
+
+    node: Node
+    elsewhere: bool = False
+    parts: tuple = ()  # the narration parts the viewer was present for, when the round stored them by stage
+
+
+def seen(campaign, path, nodes, viewer):
+    """Return [Passage] for ``nodes`` of ``path`` as ``viewer`` gets them.
+
+    The author, the protagonist's own viewer and a spectator (the public story) get every passage. A seat's
+    character gets a reply (and the action before it) when it was at the protagonist's place before or after
+    that reply — the world's own ``location:`` records on the line — and otherwise "You were elsewhere". Once
+    a round stores its narration by stage (``tablerounds.parts_for``), a reply gives the parts the character
+    was present for instead.
+    """
+    who = viewer.who
+    if viewer.author or who in ("", PROTAGONIST):
+        return [Passage(node) for node in nodes]
+    parts_for = _parts_for()
+    together = _together(campaign, path, who)
+    passages = []
+    for node in nodes:
+        if node.role == Node.Role.OPENING:
+            passages.append(Passage(node))
+            continue
+        reply_depth = node.depth if node.role == Node.Role.NARRATOR else node.depth + 1
+        if parts_for is not None and node.role == Node.Role.NARRATOR:
+            parts = tuple(parts_for(node, who) or ())
+            if parts:
+                passages.append(Passage(node, parts=parts))
+                continue
+        there = together(reply_depth)
+        passages.append(Passage(node, elsewhere=not there))
+    # Runs of "elsewhere" read as one line, not one per passage.
+    folded = []
+    for passage in passages:
+        if passage.elsewhere and folded and folded[-1].elsewhere:
+            continue
+        folded.append(passage)
+    return folded
+
+
+def _parts_for():
+    """Return i30b's ``tablerounds.parts_for`` once it exists (the narration stored by stage), else None."""
+    try:
+        from .tablerounds import parts_for
+    except ImportError:
+        return None
+    return parts_for
+
+
+def _together(campaign, path, who):
+    """Return ``together(depth)``: whether ``who`` was at the protagonist's place before or after the reply at
+    ``depth`` (read from the line's ``location:`` records, depth by depth)."""
+    slots = {f"location:{PROTAGONIST}": PROTAGONIST, f"location:{who}": who}
+    rows = (StateRecord.objects.filter(path.clause(), campaign_id=campaign.pk, slot__in=list(slots))
+            .order_by("depth", "id").values_list("depth", "slot", "value", "retracted"))
+    after = {}  # depth -> (protagonist's place, who's place) after that depth's records
+    places = {PROTAGONIST: "", who: ""}
+    for depth, slot, value, retracted in rows:
+        places[slots[slot]] = "" if retracted else value
+        after[depth] = (places[PROTAGONIST], places[who])
+    depths = sorted(after)
+
+    def at(depth):
+        known = [d for d in depths if d <= depth]
+        return after[known[-1]] if known else ("", "")
+
+    def together(depth):
+        return any(mine and mine == theirs for mine, theirs in (at(depth - 1), at(depth)))
+
+    return together

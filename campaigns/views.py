@@ -8,14 +8,15 @@ inside a page otherwise, and re-rendered after every change.
 """
 
 from django.contrib.auth.decorators import login_required
+from django.http import Http404
 from django.shortcuts import get_object_or_404, redirect, render
 from django.utils.http import url_has_allowed_host_and_scheme
 from django_htmx.http import HttpResponseClientRedirect
 from django.views.decorators.http import require_GET, require_POST
 
-from . import lineage, muting, state, viewing
+from . import lineage, muting, seating, state, viewing
 from .forms import CorrectionForm
-from .models import Campaign, Node, RecorderRun, StateEvent
+from .models import Node, RecorderRun, StateEvent
 from .state.registry import OP_NAMES
 from .state.world import authoring, lint, world
 
@@ -31,8 +32,19 @@ PANEL_GROUPS = [
 
 
 def campaign_for_user(request, pk):
-    """Return the signed-in person's campaign ``pk``; anyone else's is a 404."""
-    return get_object_or_404(Campaign, pk=pk, owner=request.user)
+    """Return the signed-in person's own campaign ``pk`` (``seating.access``: the owner's pages); anyone else's,
+    a seated player's included, is a 404."""
+    return seating.owned(request, pk)
+
+
+def campaign_for_viewer(request, pk):
+    """Return campaign ``pk`` as the signed-in person's pages show it: the owner's, or (a seated person) a
+    ``SeatsCampaign`` built as their seat's viewer; a spectator and anyone else get a 404. The player-safe
+    panels' lookup."""
+    reached = seating.reach(request.user, pk)
+    if reached.spectator:  # a spectator reads the story alone: no character's knowledge, no panels
+        raise Http404("No such page.")
+    return reached.campaign
 
 
 def author_only(request, campaign, what):
@@ -99,7 +111,7 @@ def render_state_panel(request, campaign, **extra):
 @login_required
 @require_GET
 def state_panel(request, pk):
-    return render_state_panel(request, campaign_for_user(request, pk))
+    return render_state_panel(request, campaign_for_viewer(request, pk))
 
 
 @login_required
@@ -182,13 +194,16 @@ def _item_rows(now, items):
 def render_world_panel(request, campaign, **extra):
     """Return Here for htmx (the play page's panel, whose buttons play over its socket), or its page around it."""
     template = "campaigns/_world_panel.html" if request.htmx else "campaigns/world.html"
-    return render(request, template, {**world_panel_context(campaign, **extra), "standalone": not request.htmx})
+    # A seat's Here has no buttons: what a seated player does goes into the table's round, not a click here.
+    seated = campaign.seat_viewer is not None if hasattr(campaign, "seat_viewer") else False
+    return render(request, template, {**world_panel_context(campaign, **extra),
+                                      "standalone": not request.htmx or seated})
 
 
 @login_required
 @require_GET
 def world_panel(request, pk):
-    return render_world_panel(request, campaign_for_user(request, pk))
+    return render_world_panel(request, campaign_for_viewer(request, pk))
 
 
 @login_required
@@ -211,7 +226,7 @@ def world_correct(request, pk):
 @require_GET
 def world_map(request, pk):
     """The map of the places the viewer knows, drawn here as SVG: a place it can reach is a way there."""
-    campaign = campaign_for_user(request, pk)
+    campaign = campaign_for_viewer(request, pk)
     view = viewing.view_of(campaign)
     here = view.here()
     context = {"campaign": campaign, "view": view, "map": view.map(), "here": here.name if here else "",
@@ -224,7 +239,7 @@ def world_map(request, pk):
 def items_panel(request, pk):
     """Every item the viewer knows of, by the place it is believed to be in (the author's view: the truth, with
     each item's holding chain)."""
-    campaign = campaign_for_user(request, pk)
+    campaign = campaign_for_viewer(request, pk)
     view = viewing.view_of(campaign)
     groups = {}
     if view.author:

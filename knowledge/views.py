@@ -23,8 +23,8 @@ from .models import Source
 
 
 def _get_source_for_user(request, pk, source_pk):
-    return get_object_or_404(Source.objects.select_related("campaign"), pk=source_pk, campaign__pk=pk,
-                             campaign__owner=request.user)
+    campaign_for_user(request, pk)  # seating.access: the owner's alone
+    return get_object_or_404(Source.objects.select_related("campaign"), pk=source_pk, campaign__pk=pk)
 
 
 def _turns_using(campaign):

@@ -21,11 +21,11 @@ from channels.generic.websocket import AsyncJsonWebsocketConsumer
 from django.template.loader import render_to_string
 from django.utils.html import format_html
 
-from campaigns import acting, lineage
+from campaigns import acting, lineage, seating
 from campaigns.forms import ActionForm
 from campaigns.models import Campaign, Node
 
-from . import editing, llm, table_rounds, turns, warming
+from . import editing, llm, table_rounds, table_views, turns, warming
 from .steps import postturn
 from .context import Action
 from .views import STORY_WINDOW, controls_context, mark_rounds, mark_versions
@@ -54,6 +54,10 @@ BUSY = "A reply is still being written. Wait for it, or press Stop."
 UNHANDLED = ("The app could not handle that message ({error}), so nothing was sent to the narrator. Reload the page "
              "and try again; the app's console says more.")
 UNKNOWN = "The app does not know that request, so nothing was done. Reload the page and try again."
+# What a seated player may send over the play socket (issue 30): the rounds' own messages join these. Undo, retry,
+# edits, continuing and the rest are the owner's; a player's page offers none of them.
+PLAYER_ACTIONS = frozenset()
+OWNERS_ONLY = "Only the table's owner can do that; your page offers what you can do."
 STOPPED = "Stopped. Nothing was saved."
 UNEXPECTED = ("The turn failed unexpectedly ({error}). The story has been read again and shows what was saved, and "
               "anything you typed is back in the box. Try again; if this keeps happening, the app's console says more.")
@@ -77,12 +81,14 @@ class PlayConsumer(table_rounds.TableSocket, AsyncJsonWebsocketConsumer):
     async def connect(self):
         user = self.scope["user"]
         self.campaign_id = self.scope["url_route"]["kwargs"]["pk"]
-        if not user.is_authenticated or not await _owns(user, self.campaign_id):
+        self.access = await seating.aaccess(user, self.campaign_id)  # None: not theirs, nor a seat at its table
+        if self.access is None:
             await self.close(code=4403)
             return
         self.tab = parse_qs(self.scope.get("query_string", b"").decode()).get("tab", [""])[0]
         self.group = f"campaign-{self.campaign_id}"
         await self.channel_layer.group_add(self.group, self.channel_name)
+        await self._join_own_group()
         await self.accept()
         await self.table_join()  # a table's presence and round panel (storyteller/table_rounds.py)
         warming.start(self.campaign_id)  # the first turn after a start finds the campaign's indexes hot
@@ -94,6 +100,26 @@ class PlayConsumer(table_rounds.TableSocket, AsyncJsonWebsocketConsumer):
         if self.group:
             await self.channel_layer.group_discard(self.group, self.channel_name)
             await self.table_leave()
+            await self.channel_layer.group_discard(self.own_group, self.channel_name)
+
+    @property
+    def own_group(self):
+        """The owner's pages' group (whispers), or the seat's (its removal closes this socket)."""
+        if self.access.owner:
+            return table_views.owner_group(self.campaign_id)
+        return seating.seat_group(self.access.seat.pk)
+
+    async def _join_own_group(self):
+        await self.channel_layer.group_add(self.own_group, self.channel_name)
+
+    async def seat_close(self, event):
+        """The seat was paused, removed, moved or changed hands: this person's page closes now (4403)."""
+        self.closed = True
+        await self.close(code=4403)
+
+    async def whisper_sent(self, event):
+        """A player whispered: the owner's page reads its whispers again (over HTTP; the frame holds no text)."""
+        await self.send(text_data=render_to_string("table/_whispers_refresh.html", {"campaign_id": self.campaign_id}))
 
     async def receive(self, text_data=None, bytes_data=None, **kwargs):
         """Handle one message; one that cannot be read or handled gets an error fragment, never a closed socket."""
@@ -110,6 +136,8 @@ class PlayConsumer(table_rounds.TableSocket, AsyncJsonWebsocketConsumer):
     async def receive_json(self, content, **kwargs):
         kind = content.get("action", "turn")
         if await self.table_receive(kind, content):  # at a table, rounds (storyteller/table_rounds.py)
+            return
+        if not self.access.owner and not await self._may(kind):
             return
         if kind == "stop":
             self._stop()
@@ -315,6 +343,17 @@ class PlayConsumer(table_rounds.TableSocket, AsyncJsonWebsocketConsumer):
             await self.send(text_data=render_to_string("campaigns/_story_refresh.html",
                                                        {"campaign": {"pk": self.campaign_id}}))
 
+    async def _may(self, kind):
+        """Whether this seat's person may send a ``kind`` message now; if not, say so (and close a lost seat)."""
+        self.access = await seating.aaccess(self.scope["user"], self.campaign_id)
+        if self.access is None:
+            await self.close(code=4403)
+            return False
+        if self.access.owner or (self.access.player and kind in PLAYER_ACTIONS):
+            return True
+        await self._refuse(OWNERS_ONLY)
+        return False
+
     def _busy(self):
         return self.turn is not None and not self.turn.done()
 
@@ -366,13 +405,6 @@ def _parse(text_data):
     if not isinstance(content, dict) or any(not isinstance(content.get(name, ""), str) for name in FIELDS):
         return None
     return content
-
-
-@database_sync_to_async
-def _owns(user, campaign_id):
-    # The one access check (campaigns/seating.py): the owner, or a person seated at the table.
-    from campaigns import seating
-    return seating.access(user, campaign_id) is not None
 
 
 @database_sync_to_async

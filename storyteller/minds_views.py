@@ -19,7 +19,7 @@ from django.views.decorators.http import require_GET, require_POST
 from campaigns import state as story_state
 from campaigns.forms import CorrectionForm
 from campaigns.models import StateEvent
-from campaigns.views import campaign_for_user
+from campaigns.views import campaign_for_user, campaign_for_viewer
 from memory import recall_index
 
 from . import remembering
@@ -39,7 +39,7 @@ def render_panel(request, campaign, **extra):
 @login_required
 @require_GET
 def minds_panel(request, pk):
-    return render_panel(request, campaign_for_user(request, pk))
+    return render_panel(request, campaign_for_viewer(request, pk))
 
 
 @login_required

@@ -10,10 +10,10 @@ import asyncio
 
 from asgiref.sync import sync_to_async
 from django.contrib.auth.decorators import login_required
-from django.shortcuts import aget_object_or_404, render
+from django.shortcuts import render
 from django.views.decorators.http import require_GET, require_POST
 
-from campaigns.models import Campaign
+from campaigns import seating
 
 from . import doctor, llm
 from .llm import preparing, supervisor
@@ -31,7 +31,7 @@ async def banner_context(narrator):
 async def narrator_banner(request, pk):
     """The play page's line about who narrates; polled while the built-in narrator is being prepared."""
     user = await request.auser()
-    campaign = await aget_object_or_404(Campaign, pk=pk, owner=user)
+    campaign = (await seating.areach(user, pk, owner=True)).campaign
     context = await banner_context(await llm.anarrator_for(campaign.narrator_model or None))
     return await sync_to_async(render)(request, "campaigns/_narrator_banner.html", {"campaign": campaign, **context})
 

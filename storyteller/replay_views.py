@@ -12,6 +12,7 @@ from django.shortcuts import aget_object_or_404, get_object_or_404, redirect, re
 from django.views.decorators.http import require_GET, require_POST
 from django_htmx.http import HttpResponseClientRefresh
 
+from campaigns import seating
 from campaigns import views as campaign_views
 from campaigns.models import MAX_TEMPERATURE, Branch, Campaign, Replay
 
@@ -79,7 +80,7 @@ def replay_list(request, pk):
 async def replay_start(request, pk):
     """Start a replay of the chosen line with the chosen narrator; answer with the replays (or the form's errors)."""
     user = await request.auser()
-    campaign = await aget_object_or_404(Campaign.objects.select_related("head_branch"), pk=pk, owner=user)
+    campaign = (await seating.areach(user, pk, owner=True)).campaign
     replay, form, error = await sync_to_async(_started)(campaign, request.POST)
     if replay is not None:
         replays.schedule(replay.pk)
@@ -105,7 +106,8 @@ def _started(campaign, data):
 @require_POST
 async def replay_stop(request, pk, replay_pk):
     user = await request.auser()
-    replay = await aget_object_or_404(Replay, pk=replay_pk, campaign__pk=pk, campaign__owner=user)
+    await seating.areach(user, pk, owner=True)
+    replay = await aget_object_or_404(Replay, pk=replay_pk, campaign__pk=pk)
     await sync_to_async(replays.stop)(replay)
     return await _answer(request, await Campaign.objects.aget(pk=pk))
 
@@ -115,7 +117,8 @@ async def replay_stop(request, pk, replay_pk):
 async def replay_resume(request, pk, replay_pk):
     """Play a stopped (or failed) replay on from where it stopped."""
     user = await request.auser()
-    replay = await aget_object_or_404(Replay, pk=replay_pk, campaign__pk=pk, campaign__owner=user)
+    await seating.areach(user, pk, owner=True)
+    replay = await aget_object_or_404(Replay, pk=replay_pk, campaign__pk=pk)
     try:
         await sync_to_async(replays.resume)(replay)
     except replays.ReplayRefused as refusal:

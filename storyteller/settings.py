@@ -137,6 +137,21 @@ STORYTELLER_ORIGIN = _env_origin("STORYTELLER_ORIGIN")
 if STORYTELLER_ORIGIN:
     ALLOWED_HOSTS.append(_host_of(STORYTELLER_ORIGIN))
 CSRF_TRUSTED_ORIGINS = [STORYTELLER_ORIGIN] if STORYTELLER_ORIGIN else []
+# Served through a TLS proxy (issue 30): the session and CSRF cookies never travel over plain HTTP.
+SESSION_COOKIE_SECURE = CSRF_COOKIE_SECURE = STORYTELLER_ORIGIN.startswith("https://")
+# Bound beyond loopback without an origin, the server does not start (storyteller/serving.py says why).
+def _refuse_unsafe_bind():
+    import sys
+
+    from storyteller import serving
+
+    refused = serving.refusal(sys.argv, STORYTELLER_ORIGIN)
+    if refused:
+        print(refused, file=sys.stderr)
+        raise SystemExit(serving.EXIT_CODE)
+
+
+_refuse_unsafe_bind()
 
 INSTALLED_APPS = [
     "daphne",

@@ -2,17 +2,17 @@
 
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
-from django.shortcuts import get_object_or_404, redirect, render
+from django.shortcuts import redirect, render
 from django.views.decorators.http import require_http_methods, require_POST
 
-from campaigns.models import Campaign
+from campaigns import seating
 
 from . import tidying
 
 
 def _campaign_for_user(request, pk):
-    """Return the person's campaign ``pk``, archived or not; another person's is a 404."""
-    return get_object_or_404(Campaign, pk=pk, owner=request.user)
+    """Return the person's campaign ``pk``, archived or not; another person's (a seat's too) is a 404."""
+    return seating.owned(request, pk)
 
 
 @login_required

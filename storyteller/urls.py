@@ -3,7 +3,7 @@ from django.urls import include, path
 
 from campaigns import persona_views
 
-from . import branch_views, minds_views, narrator_views, replay_views, tidying_views, views
+from . import branch_views, minds_views, narrator_views, replay_views, table_views, tidying_views, views
 
 urlpatterns = [
     path("", views.campaign_list, name="campaign_list"),
@@ -67,6 +67,12 @@ urlpatterns = [
     path("settings/models/builtin/", narrator_views.builtin_status, name="builtin_status"),
     path("settings/models/builtin/start/", narrator_views.restart_builtin, name="restart_builtin"),
     path("settings/models/check/", narrator_views.self_check, name="self_check"),
+    # The table (issue 30): seats, invitations, whispers.
+    path("campaigns/<int:pk>/table/", table_views.table, name="table"),
+    path("campaigns/<int:pk>/table/seats/", table_views.open_seat, name="open_seat"),
+    path("campaigns/<int:pk>/table/seats/<int:seat_pk>/<str:what>/", table_views.seat_action, name="seat_action"),
+    path("campaigns/<int:pk>/table/whispers/", table_views.whispers, name="whispers"),
+    path("join/<str:token>/", table_views.join, name="join"),
     path("", include("storyteller.tavern.urls")),
     path("admin/", admin.site.urls),
 ]

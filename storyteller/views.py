@@ -26,7 +26,7 @@ from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 from django_htmx.http import HttpResponseClientRedirect, reswap, retarget
 
-from campaigns import importing, lineage, playing, rule_views, story, storytime, transcript, worldfile
+from campaigns import importing, lineage, playing, rule_views, seating, story, storytime, transcript, worldfile
 from campaigns import views as campaign_views
 from campaigns.forms import (MAX_ACTION, MAX_DIRECTION, CampaignForm, CanonRuleFormSet, EditCampaignForm,
                              NewCampaignForm, SavePointForm)
@@ -125,6 +125,7 @@ def campaign_list(request):
     campaigns = _campaigns_of(request.user)
     return render(request, "campaigns/campaign_list.html",
                   {"campaigns": campaigns.filter(archived_at__isnull=True), "bundle_limit": bundle.max_bytes(),
+                   "tables": seating.tables_of(request.user),
                    "archived": campaigns.filter(archived_at__isnull=False).order_by("-archived_at")})
 
 
@@ -211,6 +212,10 @@ def campaign_edit(request, pk):
 @never_cache  # Back must not show a stale story with its controls frozen mid-turn.
 async def play(request, pk):
     """The play page; the narrator's name is asked for off the database's thread (it may probe the server)."""
+    reached = await seating.areach(await request.auser(), pk)
+    if not reached.owner:  # a seat at the table: the story as that seat's character was there for it
+        from . import table_views
+        return await sync_to_async(table_views.seat_play)(request, reached)
     if request.htmx:  # another tab moved the story, or a turn ended in a way the page must re-read
         return await sync_to_async(_play_update)(request, pk)
     context = await sync_to_async(_play_page_context)(request, pk)
@@ -231,6 +236,7 @@ def _play_page_context(request, pk):
     context["player_name"] = player_name(campaign)
     context["action_limit"] = MAX_ACTION
     context["direction_limit"] = MAX_DIRECTION
+    context["table"] = seating.table_of(campaign)  # issue 30: the seats' count and the whispers to the owner
     return context
 
 
@@ -399,7 +405,7 @@ async def test_connection(request):
 async def choose_model(request, pk):
     """Set the campaign's narrator model and return its row, with what the server says about the model."""
     user = await request.auser()
-    campaign = await aget_object_or_404(Campaign, pk=pk, owner=user)
+    campaign = (await seating.areach(user, pk, owner=True)).campaign
     campaign.narrator_model = request.POST.get("narrator_model", "").strip()[:200]
     await campaign.asave(update_fields=["narrator_model", "updated_at"])
     info = await llm.adescribe_model(campaign.narrator_model or None)
@@ -420,9 +426,11 @@ async def export_campaign(request, pk):
 @login_required
 @require_GET
 def story_export(request, pk):
-    """Save the story as the play page's viewer knows it (campaigns.transcript): a Markdown file."""
-    campaign = campaign_views.campaign_for_user(request, pk)
-    response = HttpResponse(transcript.write(campaign), content_type="text/markdown; charset=utf-8")
+    """Save the story as the play page's viewer knows it (campaigns.transcript): a Markdown file; a seat's person
+    gets their seat's (what their character was there for and knows; a player's own whispers)."""
+    reached = seating.reach(request.user, pk)
+    campaign = reached.campaign
+    response = HttpResponse(transcript.write(campaign, reached), content_type="text/markdown; charset=utf-8")
     name = slugify(campaign.title) or f"campaign-{campaign.pk}"
     response["Content-Disposition"] = f'attachment; filename="{name}{"-author" if campaign.author_view else ""}.md"'
     return response
@@ -518,7 +526,8 @@ def logout_view(request):
 async def retry_recording(request, pk, node_pk):
     """Run the recorder again for a reply whose recording failed (or is still pending); return the state panel."""
     user = await request.auser()
-    node = await aget_object_or_404(Node, pk=node_pk, campaign__pk=pk, campaign__owner=user, role=Node.Role.NARRATOR)
+    await seating.areach(user, pk, owner=True)
+    node = await aget_object_or_404(Node, pk=node_pk, campaign__pk=pk, role=Node.Role.NARRATOR)
     await postturn.schedule(node.campaign_id, node.pk)
     return await sync_to_async(campaign_views.render_state_panel)(request, await Campaign.objects.aget(pk=pk))
 
@@ -528,7 +537,7 @@ async def retry_recording(request, pk, node_pk):
 async def rebuild_memory_vectors(request, pk):
     """Drop the campaign's memory vectors and embed every memory again (derived data: nothing else changes)."""
     user = await request.auser()
-    campaign = await aget_object_or_404(Campaign, pk=pk, owner=user)
+    campaign = (await seating.areach(user, pk, owner=True)).campaign
     await sync_to_async(memory_bank.clear_vectors)(campaign.pk)
     embedded, note = await memories.embed_missing(campaign)
     message = f"Rebuilt {embedded} memory embedding{'s' if embedded != 1 else ''}."
@@ -566,7 +575,7 @@ def edit_plot(request, pk):
 async def rebuild_plot(request, pk):
     """Ask the summariser for this line's summary afresh from the story itself; return the Plot panel."""
     user = await request.auser()
-    campaign = await aget_object_or_404(Campaign, pk=pk, owner=user)
+    campaign = (await seating.areach(user, pk, owner=True)).campaign
     try:
         written = await compaction.rebuild(campaign.pk)
     except compaction.CompactionFailed as error:
@@ -598,7 +607,7 @@ async def retry_worker(request, pk):
     A step that already succeeded for a reply skips itself.
     """
     user = await request.auser()
-    campaign = await aget_object_or_404(Campaign, pk=pk, owner=user)
+    campaign = (await seating.areach(user, pk, owner=True)).campaign
     worker = await sync_to_async(postturn.status)(campaign)
     running = None
     for node_id in worker.retry:  # oldest first: the worker runs its queue in order

@@ -61,4 +61,14 @@ class Migration(migrations.Migration):
                 'indexes': [models.Index(fields=['campaign', 'branch', 'depth'], name='campaigns_w_campaig_309194_idx')],
             },
         ),
+        migrations.CreateModel(
+            name='SeatsCampaign',
+            fields=[],
+            options={
+                'proxy': True,
+                'indexes': [],
+                'constraints': [],
+            },
+            bases=('campaigns.campaign',),
+        ),
     ]

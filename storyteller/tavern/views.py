@@ -13,8 +13,8 @@ transaction.
 from asgiref.sync import sync_to_async
 from django.conf import settings
 from django.contrib.auth.decorators import login_required
-from django.http import Http404, HttpResponse
-from django.shortcuts import aget_object_or_404, redirect, render
+from django.http import HttpResponse
+from django.shortcuts import redirect, render
 from django.template.defaultfilters import filesizeformat
 from django.urls import reverse
 from django_htmx.http import HttpResponseClientRedirect
@@ -23,6 +23,7 @@ from django.views.decorators.http import require_GET, require_http_methods
 
 from campaigns import importing as import_thread
 from campaigns import playing
+from campaigns import seating
 from campaigns import views as campaign_views
 from campaigns.models import Campaign, Persona
 
@@ -140,7 +141,7 @@ def export_tavern(request, pk):
 async def read_into_state(request, pk):
     """What an imported story's reading costs (GET); a POST has the recorder read each reply, oldest first."""
     user = await request.auser()
-    campaign = await aget_object_or_404(Campaign, pk=pk, owner=user)
+    campaign = (await seating.areach(user, pk, owner=True)).campaign
     found = await sync_to_async(importing.unread)(campaign)
     if request.method == "POST" and found.nodes:
         importing.start_reading(campaign.pk, found.nodes)
