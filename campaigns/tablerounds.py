@@ -168,26 +168,34 @@ def commit_round(opened, reply, stages, parts, why):
     present, text}]``. Raise RoundChanged (rolling the turn back) when an
     action is no longer waiting as it was read.
     """
-    player = Node.objects.get(branch_id=reply.branch_id, depth=reply.depth - 1)
+    # Few statements, each cheap: the turn's transaction holds SQLite's one write lock while it runs.
+    player = Node.objects.values_list("pk", flat=True).get(branch_id=reply.branch_id, depth=reply.depth - 1)
     branch_id, depth = opened.head
     place_of = {key: stage["place"] for stage in stages for key in stage["present"]}
-    for pk, character, text in opened.actions:
-        marked = TableAction.objects.filter(pk=pk, status=TableAction.Status.WAITING, text=text).update(
-            status=TableAction.Status.PLAYED, node=player, place=place_of.get(character, ""))
-        if marked != 1:
-            raise RoundChanged(CHANGED)
+    wanted = {pk: text for pk, _, text in opened.actions}
+    # Under the transaction's write lock, nothing changes them between this read and the updates below.
+    found = dict(TableAction.objects.filter(pk__in=wanted, status=TableAction.Status.WAITING)
+                 .values_list("pk", "text"))
+    if found != wanted:
+        raise RoundChanged(CHANGED)
+    by_place = {}
+    for pk, character, _ in opened.actions:
+        by_place.setdefault(place_of.get(character, ""), []).append(pk)
+    for place, pks in by_place.items():
+        TableAction.objects.filter(pk__in=pks).update(status=TableAction.Status.PLAYED, node_id=player, place=place)
     # Sent while the round was told: they belong to the next round (the head the round leaves).
     TableAction.objects.filter(campaign_id=opened.campaign_id, branch_id=branch_id, depth=depth,
                                status=TableAction.Status.WAITING).update(branch_id=reply.branch_id,
                                                                           depth=reply.depth)
-    TableRound.objects.update_or_create(node=player, defaults={"stages": stages, "why": why})
-    store_parts(reply, parts)
+    TableRound.objects.create(node_id=player, stages=stages, why=why)  # a new round's player node: never one yet
+    store_parts(reply, parts, new=True)
     return player
 
 
-def store_parts(reply, parts):
-    """Keep ``reply``'s narration parts by stage (a retried reply gets its own)."""
-    NarrationPart.objects.filter(node=reply).delete()
+def store_parts(reply, parts, *, new=False):
+    """Keep ``reply``'s narration parts by stage (a retried reply gets its own; a ``new`` reply has none yet)."""
+    if not new:
+        NarrationPart.objects.filter(node=reply).delete()
     NarrationPart.objects.bulk_create([
         NarrationPart(node=reply, number=index + 1, place=part["place"], place_name=part["name"],
                       present=list(part["present"]), text=part["text"]) for index, part in enumerate(parts)])

@@ -41,8 +41,6 @@ logger = logging.getLogger(__name__)
 # The socket message kinds a table adds, and what a player may send at all (the rest are the owner's).
 PLAYER_KINDS = ("turn", "round-withdraw", "typing", "propose", "stop")
 OWNER_KINDS = ("turn", "round-go", "typing", "proposal", "stop", "retry")
-OWNERS_ONLY = ("That is the game master's (the campaign owner's) to do at a table. You can propose an undo or a new "
-               "telling of the last round from the round panel.")
 TABLE_ONLY = ("While players are seated, the story moves by rounds: use Go on the round panel (your text, if any, "
               "goes to the game master as direction). Nothing was changed.")
 PLAYING = "The round is being told now; it ends in a moment."
@@ -221,12 +219,12 @@ async def _play_round(campaign_id, why, direction, *, retry=False):
         await layer.group_send(group(campaign_id), {"type": "table.round", "phase": "start",
                                                     "action": action.text if action else "", "retry": retry})
 
-        def on_commit(node, reply, played):
+        def on_commit(reply, played):
+            # The split is pure: done before the turn's transaction, which then only writes what it found.
             parts = _parts(stage_rows, reply, played, opened.protagonist_place)
             if retry:
-                tablerounds.store_parts(node, parts)
-            else:
-                tablerounds.commit_round(opened, node, stage_rows, parts, why)
+                return lambda node: tablerounds.store_parts(node, parts)
+            return lambda node: tablerounds.commit_round(opened, node, stage_rows, parts, why)
 
         async def relay(text):
             await layer.group_send(gm_group(campaign_id), {"type": "table.chunk", "text": text})
@@ -318,8 +316,16 @@ class TableSocket:
             if not self.table:
                 return False
         owner = self._table_owner
-        if kind not in (OWNER_KINDS if owner else PLAYER_KINDS):
-            await self._table_refuse(TABLE_ONLY if owner else OWNERS_ONLY)
+        if not owner:
+            # A seat may have been paused, removed or moved since the socket opened: read it again at each message.
+            self.table_access = self.access = await seating.aaccess(self.scope["user"], self.campaign_id)
+            if self.access is None:
+                await self.close(code=4403)
+                return True
+            if not self.access.player or kind not in PLAYER_KINDS:
+                return False  # not a round's message: the consumer refuses it (undo, retry, edits are the owner's)
+        elif kind not in OWNER_KINDS:
+            await self._table_refuse(TABLE_ONLY)
             return True
         if kind == "typing":
             await self._typed()

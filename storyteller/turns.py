@@ -153,8 +153,10 @@ async def play_turn(campaign_id, action, relay, *, retry=False, notify=None, on_
 
     A table's round (``storyteller.table_rounds``) names the characters its
     ``people`` play (the game master never speaks for them) and passes
-    ``on_commit(reply_node, reply, played)``, called inside the turn's one
-    transaction after everything else: what it raises rolls the turn back.
+    ``on_commit(reply, played)``, called just before the turn's one
+    transaction (its pure work stays outside it), which returns a function of
+    the reply node called inside it after everything else: what that raises
+    rolls the turn back.
     """
     async with _playing(campaign_id, notify):
         game_master = await database_sync_to_async(
@@ -638,6 +640,7 @@ def _commit(prepared, reply, retry, played=None, requested=(), on_commit=None):
     """
     used = [entry["id"] for entry in reply.report.get("memories", {}).get("used", [])]
     evoked = [entry["slot"] for entry in (reply.report.get("events") or {}).get("used", [])]
+    inside = on_commit(reply, played) if on_commit is not None else None
     committing = time.perf_counter()
     try:
         with transaction.atomic():
@@ -651,8 +654,8 @@ def _commit(prepared, reply, retry, played=None, requested=(), on_commit=None):
             bank.record_use(used)
             # Each earlier event the narrator was given is recalled once more on this line (its half-life grows).
             recall_index.record_use(prepared.campaign.pk, (node.branch_id, node.depth), "", evoked)
-            if on_commit is not None:
-                on_commit(node, reply, played)
+            if inside is not None:
+                inside(node)
         node.commit_ms = (time.perf_counter() - committing) * 1000  # the one transaction, for the table's bench
         return node
     except story.StoryMovedOn as error:

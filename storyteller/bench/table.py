@@ -50,6 +50,46 @@ def _document(table):
             "items": []}
 
 
+MODEL_PORT = int(os.environ.get("STORYTELLER_BENCH_TABLE_PORT", "8041"))
+MODEL_SERVER = """
+import sys
+import django
+django.setup()
+from storyteller.bench.table import _Stages
+from storyteller.llm.fake_server import FakeModelServer
+server = FakeModelServer(stubs=_Stages(), slots=4, port=int(sys.argv[1])).start()
+print(server.url, flush=True)
+sys.stdin.read()
+server.stop()
+"""
+
+
+class _ModelProcess:
+    """The fake model server in a process of its own, as a model server always is: in the bench's process its
+    threads took the interpreter's lock from the round's commit (measured: a third of the commit's wall time)."""
+
+    def __init__(self):
+        import subprocess
+        import sys
+
+        from django.conf import settings
+
+        self.process = subprocess.Popen([sys.executable, "-c", MODEL_SERVER, str(MODEL_PORT)], cwd=settings.BASE_DIR,
+                                        stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+        self.url = self.process.stdout.readline().strip()
+        if not self.url.startswith("http://127.0.0.1:"):
+            self.stop()
+            raise RuntimeError(f"the bench's model server did not start (port {MODEL_PORT} taken?)")
+
+    def stop(self):
+        self.process.stdin.close()
+        try:
+            self.process.wait(timeout=10)
+        except Exception:  # noqa: BLE001
+            self.process.kill()
+            self.process.wait()
+
+
 class _Stages:
     """The fake server's narration: one part per stage the direction names, each with a canary of its place."""
 
@@ -82,13 +122,11 @@ async def _run():
     from campaigns.models import Node, Seat, TableAction
     from storyteller import table_rounds
     from storyteller.asgi import application
-    from storyteller.llm.fake_server import FakeModelServer
     from storyteller.steps import postturn
 
     from .measure import bench_user, figure
 
-    server = FakeModelServer(stubs=_Stages(), slots=4)
-    server.start()
+    server = _ModelProcess()
     settings.STORYTELLER_LLM_URL, settings.STORYTELLER_LLM_URL_CONFIGURED = server.url, True
     settings.STORYTELLER_LLM_API = "ollama"
     settings.ALLOWED_HOSTS = [*settings.ALLOWED_HOSTS, "127.0.0.1"]
@@ -122,6 +160,8 @@ async def _run():
             raise RuntimeError("the bench's socket was refused")
         return communicator
 
+    profile = _Profile()
+    await sync_to_async(profile.install, thread_sensitive=True)()
     tables = []
     for table in range(TABLES):
         campaign, owner, seats = await make(table)
@@ -181,6 +221,7 @@ async def _run():
         return lost, doubled, wrong, frames
 
     lost, doubled, wrong, frames = await check()
+    await sync_to_async(profile.uninstall, thread_sensitive=True)()
     committed = [t["commit_ms"] / 1000 for t in timings if t.get("phase") == "end"]
     rounds = [t["round_ms"] / 1000 for t in timings if t.get("phase") == "end"]
     failed = [t.get("error") for t in timings if t.get("phase") != "end"]
@@ -190,4 +231,81 @@ async def _run():
     if lost or doubled or wrong or failed:
         raise RuntimeError(f"the table bench found a defect: {size}; failures: {failed[:3]}")
     return [figure("table round commit", size, committed, "p95 < 50 ms"),
-            figure("table round, send to told", f"{len(rounds)} rounds", rounds, "(fake model; for reading)")]
+            figure("table round, send to told", f"{len(rounds)} rounds", rounds, "(fake model; for reading)"),
+            *profile.figures()]
+
+
+class _Profile:
+    """Where a round's commit spends its time: every transaction on the database thread, from its BEGIN IMMEDIATE
+    (the wait for SQLite's write lock) through its statements to its COMMIT, with the thread's CPU time over it.
+
+    Installed on the connection of the thread the consumers' database calls run on (``thread_sensitive``); a
+    transaction that stores narration parts is a round's commit.
+    """
+
+    def __init__(self):
+        self.current, self.done, self.threads = None, [], set()
+
+    def install(self):
+        import threading
+
+        from django.db import connection
+
+        self.connection, self.threads = connection, {threading.get_ident()}
+        connection.execute_wrappers.append(self)
+        self.original = connection._commit
+
+        def commit():
+            started = time.perf_counter()
+            try:
+                return self.original()
+            finally:
+                if self.current is not None:
+                    ended = time.perf_counter()
+                    self.current.update(commit=ended - started, wall=ended - self.current["start"],
+                                        cpu=time.thread_time() - self.current["cpu"])
+                    self.done.append(self.current)
+                    self.current = None
+
+        connection._commit = commit
+
+    def uninstall(self):
+        self.connection.execute_wrappers.remove(self)
+        del self.connection._commit
+
+    def __call__(self, execute, sql, params, many, context):
+        import threading
+
+        self.threads.add(threading.get_ident())
+        started = time.perf_counter()
+        try:
+            return execute(sql, params, many, context)
+        finally:
+            took = time.perf_counter() - started
+            if sql.startswith("BEGIN"):
+                self.current = {"start": started, "begin": took, "cpu": time.thread_time(), "sql": 0.0,
+                                "statements": 0, "round": False}
+            elif self.current is not None:
+                self.current["sql"] += took
+                self.current["statements"] += 1
+                self.current["round"] |= "campaigns_narrationpart" in sql and sql.startswith("INSERT")
+
+    def figures(self):
+        from .measure import figure
+
+        rounds = [row for row in self.done if row["round"]]
+        if not rounds:
+            return []
+        size = (f"{len(rounds)} of {len(self.done)} transactions, "
+                f"{sum(r['statements'] for r in rounds) / len(rounds):.0f} statements each, {len(self.threads)} thread(s)")
+
+        def part(name, values, target="(where the commit's time goes)"):
+            return figure(name, size, values, target)
+
+        return [part("commit: wall", [r["wall"] for r in rounds]),
+                part("commit: BEGIN IMMEDIATE (lock wait)", [r["begin"] for r in rounds]),
+                part("commit: SQL statements", [r["sql"] for r in rounds]),
+                part("commit: COMMIT", [r["commit"] for r in rounds]),
+                part("commit: Python between", [r["wall"] - r["begin"] - r["sql"] - r["commit"] for r in rounds]),
+                part("commit: thread CPU", [r["cpu"] for r in rounds]),
+                part("commit: not on CPU", [r["wall"] - r["cpu"] for r in rounds])]
