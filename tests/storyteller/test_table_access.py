@@ -19,7 +19,15 @@ from django.test import Client
 from django.urls import URLPattern, URLResolver, get_resolver, reverse
 
 from campaigns import lineage, seating, story
-from campaigns.models import Branch, CharacterCard, Node, Replay, SavePoint, Seat
+from campaigns.models import (
+    Branch,
+    CharacterCard,
+    Node,
+    Replay,
+    SavePoint,
+    Seat,
+    TableAction,
+)
 from knowledge.models import Source
 from tests.conftest import make_campaign
 from tests.storyteller.test_consumers import connect
@@ -275,17 +283,36 @@ async def test_the_play_socket_admits_the_owner_and_the_seated_alone(owner, who,
 
 
 async def test_a_player_cannot_play_a_turn_or_undo_over_the_socket(owner):
+    """A seated player's send is their character's action for the round (issue 30, i30b): it waits in the round,
+    exactly as sent, and plays no turn of its own; retry, continue and edits stay the owner's."""
     table = await sync_to_async(Table)(owner)
+    await sync_to_async(seating.resume)(await Seat.objects.aget(user=table.paused))  # a second player, here too
     communicator, connected = await connect(table.campaign, table.player)
     assert connected
+    other, connected = await connect(table.campaign, table.paused)  # so the one send does not complete the round
+    assert connected
     before = await Node.objects.filter(campaign=table.campaign).acount()
-    for message in ({"action": "turn", "mode": "do", "text": "I take over"}, {"action": "retry"},
-                    {"action": "continue"}, {"action": "edit-reply", "node": "1", "text": "x"}):
+    await communicator.send_json_to({"action": "turn", "mode": "do", "text": "I take over"})
+    frame = await _frame_with(communicator, "I take over")
+    assert "Only the table&#x27;s owner can do that" not in frame
+    assert await TableAction.objects.filter(seat=table.seat, text="I take over", status="waiting").acount() == 1
+    for message in ({"action": "retry"}, {"action": "continue"}, {"action": "edit-reply", "node": "1", "text": "x"},
+                    {"action": "edit", "node": "1", "mode": "do", "text": "x"}):
         await communicator.send_json_to(message)
-        frame = await communicator.receive_from(timeout=5)
-        assert "Only the table&#x27;s owner can do that" in frame, message
+        await _frame_with(communicator, "Only the table&#x27;s owner can do that")
+    await communicator.send_json_to({"action": "round-withdraw"})  # so nothing is left to play once both have gone
+    await _frame_with(communicator, "not sent yet")
     await communicator.disconnect()
+    await other.disconnect()
     assert await Node.objects.filter(campaign=table.campaign).acount() == before  # nothing was played
+
+
+async def _frame_with(communicator, needle):
+    """Return the first frame holding ``needle`` (presence frames may come before it)."""
+    while True:
+        frame = await communicator.receive_from(timeout=5)
+        if needle in frame:
+            return frame
 
 
 @pytest.mark.parametrize("how", ["remove", "pause"])
