@@ -230,10 +230,10 @@ def invitation_of(token):
     if invitation.used_at is not None:
         raise InvitationRefused("This invitation link has been used already; each works once. "
                                 "Ask the game's owner for a new one.")
-    if invitation.expires_at <= timezone.now():
-        raise InvitationRefused("This invitation link has expired. Ask the game's owner for a new one.")
     if invitation.seat.status == Seat.Status.REMOVED:
         raise InvitationRefused("The seat this link was for has been removed. Ask the game's owner for a new one.")
+    if invitation.expires_at <= timezone.now():
+        raise InvitationRefused("This invitation link has expired. Ask the game's owner for a new one.")
     return invitation
 
 
