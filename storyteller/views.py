@@ -212,10 +212,6 @@ def campaign_edit(request, pk):
 @never_cache  # Back must not show a stale story with its controls frozen mid-turn.
 async def play(request, pk):
     """The play page; the narrator's name is asked for off the database's thread (it may probe the server)."""
-    reached = await seating.areach(await request.auser(), pk)
-    if not reached.owner:  # a seat at the table: the story as that seat's character was there for it
-        from . import table_views
-        return await sync_to_async(table_views.seat_play)(request, reached)
     if request.htmx:  # another tab moved the story, or a turn ended in a way the page must re-read
         return await sync_to_async(_play_update)(request, pk)
     context = await sync_to_async(_play_page_context)(request, pk)
