@@ -30,6 +30,12 @@ NAME_CHARS = 40
 SEAT_ACTIONS = ("invite", "move", "pause", "resume", "remove", "signin")
 
 
+def guest(request):
+    """Context processor: ``table_guest``, whether the signed-in person is a table guest (their header offers their
+    tables alone: no campaigns of their own, no model settings)."""
+    return {"table_guest": seating.is_guest(request.user) if hasattr(request, "user") else False}
+
+
 def owner_group(campaign_id):
     """The channel group of the owner's open play pages: a whisper tells them to read their whispers again."""
     return f"campaign-{campaign_id}-owner"
@@ -174,6 +180,7 @@ def join(request, token):
                 user = get_user_model().objects.create(username=name)
                 user.set_unusable_password()
                 user.save(update_fields=["password"])
+                seating.make_guest(user)
         except IntegrityError:
             return render(request, "table/join.html", {**context, "name": name, "error": (
                 f"Someone here is already called “{name}”. Choose another name, or, if that is you, ask the "

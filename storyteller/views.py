@@ -141,6 +141,7 @@ def _campaigns_of(user):
 
 @login_required
 @require_http_methods(["GET", "POST"])
+@seating.hosts_only
 async def campaign_create(request):
     """The new-campaign form, its budget starting from what the default narrator model can read.
 
@@ -364,6 +365,7 @@ def _voice_rounds(node, report):
 
 @login_required
 @require_GET
+@seating.hosts_only
 async def model_settings(request):
     """What plays each campaign: the server, and per campaign its model, window, budget and structured output.
 
@@ -388,6 +390,7 @@ async def model_settings(request):
 
 @login_required
 @require_POST
+@seating.hosts_only
 async def test_connection(request):
     """Ask the model server again, now, and say what it answered and when."""
     started = time.perf_counter()
@@ -444,6 +447,7 @@ def _export_campaign(request, pk):
 
 @login_required
 @require_POST
+@seating.hosts_only
 async def import_campaign(request):
     """Import a campaign bundle on the import thread, so nobody else's play waits for it."""
     request.user = await request.auser()  # resolved here, not again on the import thread
