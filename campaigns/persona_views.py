@@ -10,6 +10,7 @@ from django.http import Http404, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.http import require_GET, require_http_methods
 
+from . import seating
 from .forms import PersonaForm
 from .models import Persona
 
@@ -20,6 +21,7 @@ def _get_persona_for_user(request, pk):
 
 @login_required
 @require_http_methods(["GET", "POST"])
+@seating.hosts_only
 def personas(request):
     """The person's personas, and the form for a new one."""
     form = PersonaForm(request.POST or None, request.FILES or None)
@@ -34,6 +36,7 @@ def personas(request):
 
 @login_required
 @require_http_methods(["GET", "POST"])
+@seating.hosts_only
 def persona_edit(request, pk):
     persona = _get_persona_for_user(request, pk)
     form = PersonaForm(request.POST or None, request.FILES or None, instance=persona)

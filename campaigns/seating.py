@@ -22,6 +22,8 @@ import hashlib
 import secrets
 from dataclasses import dataclass
 from datetime import timedelta
+from functools import wraps
+from inspect import iscoroutinefunction
 
 from asgiref.sync import async_to_sync, sync_to_async
 from django.db import transaction
@@ -150,6 +152,44 @@ def table_of(campaign):
             "whispers": whispers_seen(owner) if seats else []}
 
 
+# --- guests ------------------------------------------------------------------------------------------------------
+
+GUESTS = "table guests"  # the accounts made by taking an invitation (a Django auth group)
+
+
+def make_guest(user):
+    """Mark ``user`` as a table guest: an account made at the table, for the tables it is seated at alone."""
+    from django.contrib.auth.models import Group
+
+    user.groups.add(Group.objects.get_or_create(name=GUESTS)[0])
+    user._table_guest = True
+
+
+def is_guest(user):
+    """Whether ``user`` is a table guest: no campaigns of its own, no model server's controls, no personas."""
+    if not user.is_authenticated:
+        return False
+    if not hasattr(user, "_table_guest"):
+        user._table_guest = user.groups.filter(name=GUESTS).exists()
+    return user._table_guest
+
+
+def hosts_only(view):
+    """Refuse ``view`` to a table guest with a 404 (put it under ``login_required``): starting campaigns, the
+    model server's settings and the built-in narrator's controls are the machine's people's, not a guest's."""
+    if iscoroutinefunction(view):
+        async def wrapped(request, *args, **kwargs):
+            if await sync_to_async(is_guest)(await request.auser()):
+                raise Http404("No such page.")
+            return await view(request, *args, **kwargs)
+    else:
+        def wrapped(request, *args, **kwargs):
+            if is_guest(request.user):
+                raise Http404("No such page.")
+            return view(request, *args, **kwargs)
+    return wraps(view)(wrapped)
+
+
 # --- seats -------------------------------------------------------------------------------------------------------
 
 def seat_group(seat_id):
@@ -230,10 +270,10 @@ def invitation_of(token):
     if invitation.used_at is not None:
         raise InvitationRefused("This invitation link has been used already; each works once. "
                                 "Ask the game's owner for a new one.")
-    if invitation.expires_at <= timezone.now():
-        raise InvitationRefused("This invitation link has expired. Ask the game's owner for a new one.")
     if invitation.seat.status == Seat.Status.REMOVED:
         raise InvitationRefused("The seat this link was for has been removed. Ask the game's owner for a new one.")
+    if invitation.expires_at <= timezone.now():
+        raise InvitationRefused("This invitation link has expired. Ask the game's owner for a new one.")
     return invitation
 
 

@@ -38,6 +38,7 @@ async def narrator_banner(request, pk):
 
 @login_required
 @require_GET
+@seating.hosts_only
 async def builtin_status(request):
     """The model settings page's section on the built-in narrator: its build, its process, its memory."""
     return await sync_to_async(render)(request, "storyteller/_builtin_narrator.html", await builtin_context())
@@ -45,6 +46,7 @@ async def builtin_status(request):
 
 @login_required
 @require_POST
+@seating.hosts_only
 async def restart_builtin(request):
     """Start the built-in narrator again after it stopped restarting itself: the person asked for it."""
     supervisor.allow_restart()
@@ -57,6 +59,7 @@ async def restart_builtin(request):
 
 @login_required
 @require_POST
+@seating.hosts_only
 async def self_check(request):
     """Run the self-check (``manage.py doctor``) and show its findings."""
     findings = await doctor.acheck()

@@ -193,6 +193,7 @@ TEMPLATES = [
                 "django.template.context_processors.request",
                 "django.contrib.auth.context_processors.auth",
                 "django.contrib.messages.context_processors.messages",
+                "storyteller.table_views.guest",  # issue 30: a table guest's header
             ],
         },
     },

@@ -6,7 +6,7 @@ page is built as that seat's viewer (``viewing.seen`` for the story,
 ``viewing.view_of`` for every panel), with no control its person cannot use.
 """
 
-from asgiref.sync import async_to_sync
+from asgiref.sync import async_to_sync, sync_to_async
 from channels.layers import get_channel_layer
 from django.conf import settings
 from django.contrib.auth import get_user_model, login
@@ -23,11 +23,17 @@ from campaigns.models import WHISPER_CHARS, Seat
 from campaigns.state import PROTAGONIST, state_at
 from campaigns.state.world import world
 
-from . import signin
+from . import signin, views
 from .views import STORY_WINDOW, mark_rounds
 
 NAME_CHARS = 40
 SEAT_ACTIONS = ("invite", "move", "pause", "resume", "remove", "signin")
+
+
+def guest(request):
+    """Context processor: ``table_guest``, whether the signed-in person is a table guest (their header offers their
+    tables alone: no campaigns of their own, no model settings)."""
+    return {"table_guest": seating.is_guest(request.user) if hasattr(request, "user") else False}
 
 
 def owner_group(campaign_id):
@@ -80,8 +86,9 @@ def open_seat(request, pk):
     if kind not in Seat.Kind.values or (kind == Seat.Kind.PLAYER and character not in dict(_cast(campaign))):
         return _table_answer(request, campaign, error="Choose a character of the cast for the seat, or a "
                                                       "spectator's seat.", status=400)
-    seat = seating.open_seat(campaign, character, kind)
-    return _table_answer(request, campaign, notice=f"Seat {seat.pk} is open. Make an invitation for it below.")
+    seating.open_seat(campaign, character, kind)
+    return _table_answer(request, campaign, notice=f"{_seat_name(campaign, kind, character)} is open: make an "
+                                                   "invitation for it below.")
 
 
 @login_required
@@ -93,11 +100,11 @@ def seat_action(request, pk, seat_pk, what):
     seat = get_object_or_404(Seat.objects.exclude(status=Seat.Status.REMOVED), pk=seat_pk, campaign=campaign)
     if what not in SEAT_ACTIONS:
         raise Http404("No such seat action.")
-    extra = {}
+    name = _seat_name(campaign, seat.kind, seat.character)
     if what == "invite":
         _, token = seating.invite(seat)
-        extra = {"link": _absolute(request, reverse("join", args=[token])), "link_seat": seat.pk,
-                 "notice": f"Send this link to the person who takes seat {seat.pk}. It works once, for "
+        extra = {"link": _absolute(request, reverse("join", args=[token])), "link_seat": seat.pk, "link_name": name,
+                 "notice": f"Send this link to the person who takes {name}. It works once, for "
                            f"{seating.INVITATION_HOURS} hours."}
     elif what == "move":
         character = request.POST.get("character", "")
@@ -105,24 +112,32 @@ def seat_action(request, pk, seat_pk, what):
             return _table_answer(request, campaign, error="Choose a character of the cast to move the seat to.",
                                  status=400)
         seating.move(seat, character)
-        extra = {"notice": f"Seat {seat.pk} now plays {dict(_cast(campaign))[character]}."}
+        extra = {"notice": f"That seat now plays {dict(_cast(campaign))[character]}; its player's page has "
+                           "closed, and shows the new character when they reload it."}
     elif what == "pause":
         seating.pause(seat)
-        extra = {"notice": f"Seat {seat.pk} is paused: its player cannot reach the table until you resume it."}
+        extra = {"notice": f"{name} is paused: its player cannot reach the table until you resume it."}
     elif what == "resume":
         seating.resume(seat)
-        extra = {"notice": f"Seat {seat.pk} is back at the table."}
+        extra = {"notice": f"{name} is back at the table."}
     elif what == "remove":
         seating.remove(seat)
-        extra = {"notice": f"Seat {seat.pk} is removed; its player has lost access."}
+        extra = {"notice": f"{name} is removed; its player has lost access."}
     elif seat.user_id is None:
         return _table_answer(request, campaign, error="Nobody sits in that seat yet: make an invitation.",
                              status=400)
     else:
-        extra = {"link": _absolute(request, signin.login_link(seat.user, base_url="")), "link_seat": seat.pk,
+        extra = {"link": _absolute(request, signin.login_link(seat.user, base_url="")), "link_name": name,
                  "notice": f"A sign-in link for {seat.user.username}: it works once, within "
                            f"{settings.PASSWORD_RESET_TIMEOUT // 3600} hours, on any device."}
     return _table_answer(request, campaign, **extra)
+
+
+def _seat_name(campaign, kind, character):
+    """Name a seat as the owner knows it: "Old Tam's seat", or "the spectator's seat"."""
+    if kind == Seat.Kind.SPECTATOR:
+        return "The spectator's seat"
+    return f"{dict(_cast(campaign)).get(character, character)}'s seat"
 
 
 def _table_answer(request, campaign, status=200, **extra):
@@ -165,6 +180,7 @@ def join(request, token):
                 user = get_user_model().objects.create(username=name)
                 user.set_unusable_password()
                 user.save(update_fields=["password"])
+                seating.make_guest(user)
         except IntegrityError:
             return render(request, "table/join.html", {**context, "name": name, "error": (
                 f"Someone here is already called “{name}”. Choose another name, or, if that is you, ask the "
@@ -179,6 +195,17 @@ def join(request, token):
 
 
 # --- a seat's play page ------------------------------------------------------------------------------------------
+
+@login_required
+@require_GET
+@never_cache  # Back must not show a stale story
+async def play(request, pk):
+    """The play page: the owner's (``views.play``), or a seated person's (``seat_play``); 404 for anyone else."""
+    reached = await seating.areach(await request.auser(), pk)
+    if reached.owner:
+        return await views.play(request, pk)
+    return await sync_to_async(seat_play)(request, reached)
+
 
 def seat_play(request, reached):
     """The play page of a seated person: the story as their seat's character was there for it, their panels,

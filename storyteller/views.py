@@ -141,6 +141,7 @@ def _campaigns_of(user):
 
 @login_required
 @require_http_methods(["GET", "POST"])
+@seating.hosts_only
 async def campaign_create(request):
     """The new-campaign form, its budget starting from what the default narrator model can read.
 
@@ -212,10 +213,6 @@ def campaign_edit(request, pk):
 @never_cache  # Back must not show a stale story with its controls frozen mid-turn.
 async def play(request, pk):
     """The play page; the narrator's name is asked for off the database's thread (it may probe the server)."""
-    reached = await seating.areach(await request.auser(), pk)
-    if not reached.owner:  # a seat at the table: the story as that seat's character was there for it
-        from . import table_views
-        return await sync_to_async(table_views.seat_play)(request, reached)
     if request.htmx:  # another tab moved the story, or a turn ended in a way the page must re-read
         return await sync_to_async(_play_update)(request, pk)
     context = await sync_to_async(_play_page_context)(request, pk)
@@ -368,6 +365,7 @@ def _voice_rounds(node, report):
 
 @login_required
 @require_GET
+@seating.hosts_only
 async def model_settings(request):
     """What plays each campaign: the server, and per campaign its model, window, budget and structured output.
 
@@ -392,6 +390,7 @@ async def model_settings(request):
 
 @login_required
 @require_POST
+@seating.hosts_only
 async def test_connection(request):
     """Ask the model server again, now, and say what it answered and when."""
     started = time.perf_counter()
@@ -448,6 +447,7 @@ def _export_campaign(request, pk):
 
 @login_required
 @require_POST
+@seating.hosts_only
 async def import_campaign(request):
     """Import a campaign bundle on the import thread, so nobody else's play waits for it."""
     request.user = await request.auser()  # resolved here, not again on the import thread

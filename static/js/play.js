@@ -49,8 +49,16 @@
     }
     opened = true;
   });
-  document.addEventListener("htmx:wsClose", function () {
+  document.addEventListener("htmx:wsClose", function (event) {
     connection(false);
+    // 4403: the app closed this page's socket because its seat at the table was paused, moved or removed
+    // (issue 30); the extension does not reconnect after it.
+    var closed = event.detail && event.detail.event;
+    if (closed && closed.code === 4403) {
+      status("The table's owner paused, moved or removed your seat, so this page has stopped. Reload it to see " +
+             "where you stand.");
+      return;
+    }
     status("Connection to the app lost; reconnecting… Nothing you typed is lost.");
   });
   document.addEventListener("htmx:wsError", function () {

@@ -34,6 +34,7 @@ MAX_FILES = 50  # one drop: a cast of cards, their books and chats
 
 @login_required
 @require_http_methods(["GET", "POST"])
+@seating.hosts_only
 async def bring(request):
     """The page (GET); a POST reads the files on the import thread: the preview (htmx) or the import itself."""
     request.user = await request.auser()

@@ -204,6 +204,36 @@ def test_the_owner_reaches_every_page_of_the_table(table):
     assert missed <= OWNER_MISSES, missed
 
 
+# The pages that take no campaign but belong to the machine's people: a table guest (an account made by taking an
+# invitation) gets a 404 for each; the rest (the list of their tables, sign-in and out, joining) are theirs too.
+HOSTS_PAGES = {"campaign_create", "import_campaign", "personas", "persona_edit", "model_settings", "test_connection",
+               "builtin_status", "restart_builtin", "self_check", "bring"}
+GUESTS_TOO = {"campaign_list", "favicon", "login", "login_link", "logout", "join", "import_progress", "portrait"}
+
+
+def test_every_page_without_a_campaign_is_either_a_hosts_or_a_guests_too():
+    names = {name for name, _, _ in _patterns()} - {name for name, _ in campaign_patterns()}
+    assert names == HOSTS_PAGES | GUESTS_TOO
+
+
+def test_a_table_guest_reaches_none_of_the_hosts_pages(table):
+    seat = seating.open_seat(table.campaign, "aldric")
+    _, token = seating.invite(seat)
+    client = Client()
+    assert client.post(reverse("join", args=[token]), {"name": "Guest"}).status_code == 302
+    params = {name: found for name, _, found in _patterns()}
+    values = {"pk": 1}
+    wrong = [name for name in sorted(HOSTS_PAGES)
+             if not _refused(_answers(client, reverse(name, kwargs={p: values[p] for p in params[name]})))]
+    assert wrong == []
+    listing = client.get(reverse("campaign_list")).content.decode()
+    assert "Your tables" in listing and "Table A" in listing and "New campaign" not in listing
+    assert "Model settings" not in listing and "Personas" not in listing
+    # Someone of the machine (the outsider who owns campaigns of their own) keeps them after taking a seat.
+    other = _client(table.other)
+    assert other.get(reverse("model_settings")).status_code == 200
+
+
 def test_the_admin_and_the_model_settings_are_not_a_players(table):
     player = _client(table.player)
     assert player.get("/admin/").status_code == 302  # the admin's own sign-in: a player is not staff
