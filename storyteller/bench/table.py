@@ -50,7 +50,7 @@ def _document(table):
             "items": []}
 
 
-MODEL_PORT = int(os.environ.get("STORYTELLER_BENCH_TABLE_PORT", "8041"))
+MODEL_PORT = int(os.environ.get("STORYTELLER_BENCH_TABLE_PORT", "8042"))
 MODEL_SERVER = """
 import sys
 import django
