@@ -64,30 +64,30 @@ class Passage:
 def seen(campaign, path, nodes, viewer):
     """Return [Passage] for ``nodes`` of ``path`` as ``viewer`` gets them.
 
-    The author, the protagonist's own viewer and a spectator (the public story) get every passage. A seat's
-    character gets a reply (and the action before it) when it was at the protagonist's place before or after
-    that reply — the world's own ``location:`` records on the line — and otherwise "You were elsewhere". Once
-    a round stores its narration by stage (``tablerounds.parts_for``), a reply gives the parts the character
-    was present for instead.
+    The author, the owner's own page and a spectator (the public story) get every passage. A seat gets, of a
+    table round (one whose narration was stored by stage, ``tablerounds.parts_for``), the parts told where its
+    character was and the actions sent there, and "You were elsewhere" when nothing was; of any other turn, the
+    reply (and the action before it) when its character was at the protagonist's place before or after that
+    reply — the line's own ``location:`` records — else "You were elsewhere" (a seat playing the protagonist:
+    every one).
     """
     who = viewer.who
-    if viewer.author or who in ("", PROTAGONIST):
+    seat = getattr(campaign, "seat_viewer", None) is not None
+    if viewer.author or not who or not seat:
         return [Passage(node) for node in nodes]
     parts_for = _parts_for()
-    together = _together(campaign, path, who)
+    together = _together(campaign, path, who) if who != PROTAGONIST else (lambda depth: True)
     passages = []
     for node in nodes:
         if node.role == Node.Role.OPENING:
             passages.append(Passage(node))
             continue
+        parts = parts_for(node, who) if parts_for is not None else None
+        if parts is not None:  # a table round: what was told (or sent) at this character's stage
+            passages.append(Passage(node, parts=tuple(parts)) if parts else Passage(node, elsewhere=True))
+            continue
         reply_depth = node.depth if node.role == Node.Role.NARRATOR else node.depth + 1
-        if parts_for is not None and node.role == Node.Role.NARRATOR:
-            parts = tuple(parts_for(node, who) or ())
-            if parts:
-                passages.append(Passage(node, parts=parts))
-                continue
-        there = together(reply_depth)
-        passages.append(Passage(node, elsewhere=not there))
+        passages.append(Passage(node, elsewhere=not together(reply_depth)))
     # Runs of "elsewhere" read as one line, not one per passage.
     folded = []
     for passage in passages:
