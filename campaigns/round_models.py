@@ -28,7 +28,9 @@ class TableAction(models.Model):
         WITHDRAWN = "withdrawn", "Withdrawn"
 
     campaign = models.ForeignKey(Campaign, on_delete=models.CASCADE, related_name="table_actions")
-    seat = models.ForeignKey(Seat, on_delete=models.CASCADE, related_name="actions")
+    # Null once the seat is gone (deleted, or a campaign brought in from a bundle: seats are people, they stay home);
+    # a played action is the story's history all the same.
+    seat = models.ForeignKey(Seat, null=True, blank=True, on_delete=models.SET_NULL, related_name="actions")
     character = models.CharField(max_length=200, help_text="The cast key the seat played when it was sent.")
     branch = models.ForeignKey(Branch, on_delete=models.RESTRICT, related_name="+")
     depth = models.PositiveIntegerField(help_text="The head's depth when it was sent: the round it belongs to.")
@@ -95,7 +97,7 @@ class RoundProposal(models.Model):
         DECLINED = "declined", "Declined"
 
     campaign = models.ForeignKey(Campaign, on_delete=models.CASCADE, related_name="round_proposals")
-    seat = models.ForeignKey(Seat, on_delete=models.CASCADE, related_name="proposals")
+    seat = models.ForeignKey(Seat, null=True, blank=True, on_delete=models.SET_NULL, related_name="proposals")
     kind = models.CharField(max_length=10, choices=Kind.choices)
     note = models.CharField(max_length=PROPOSAL_NOTE_CHARS, blank=True)
     branch = models.ForeignKey(Branch, on_delete=models.RESTRICT, related_name="+")

@@ -252,7 +252,8 @@ def proposals_waiting(campaign_id):
     """Return the proposals waiting for the owner's answer, made at the current head (older ones lapse)."""
     _, branch_id, depth = _head(campaign_id)
     return list(RoundProposal.objects.filter(campaign_id=campaign_id, status=RoundProposal.Status.WAITING,
-                                             branch_id=branch_id, depth=depth).select_related("seat", "seat__user"))
+                                             branch_id=branch_id, depth=depth, seat__isnull=False)
+                .select_related("seat", "seat__user"))
 
 
 def decide(campaign_id, proposal_id, accept):

@@ -30,7 +30,7 @@ class Migration(migrations.Migration):
                 ('decided_at', models.DateTimeField(blank=True, null=True)),
                 ('branch', models.ForeignKey(on_delete=django.db.models.deletion.RESTRICT, related_name='+', to='campaigns.branch')),
                 ('campaign', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='round_proposals', to='campaigns.campaign')),
-                ('seat', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='proposals', to='campaigns.seat')),
+                ('seat', models.ForeignKey(blank=True, null=True, on_delete=django.db.models.deletion.SET_NULL, related_name='proposals', to='campaigns.seat')),
                 ('target', models.ForeignKey(blank=True, help_text='The line a branch proposal goes to.', null=True, on_delete=django.db.models.deletion.SET_NULL, related_name='+', to='campaigns.branch')),
             ],
             options={
@@ -77,7 +77,7 @@ class Migration(migrations.Migration):
                 ('branch', models.ForeignKey(on_delete=django.db.models.deletion.RESTRICT, related_name='+', to='campaigns.branch')),
                 ('campaign', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='table_actions', to='campaigns.campaign')),
                 ('node', models.ForeignKey(blank=True, help_text='The player node of the round it was played in.', null=True, on_delete=django.db.models.deletion.CASCADE, related_name='table_actions', to='campaigns.node')),
-                ('seat', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='actions', to='campaigns.seat')),
+                ('seat', models.ForeignKey(blank=True, null=True, on_delete=django.db.models.deletion.SET_NULL, related_name='actions', to='campaigns.seat')),
             ],
             options={
                 'ordering': ['sent_at', 'id'],

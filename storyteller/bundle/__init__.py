@@ -354,7 +354,7 @@ class _Story:
 
 def _export_table(campaign, table, positions):
     """Return the rows of ``table`` for ``campaign``, recording each row's position for the links after it."""
-    found = list(table.model.objects.filter(**{table.scope: campaign}).order_by("pk"))
+    found = list(table.model.objects.filter(**{table.scope: campaign}, **table.only).order_by("pk"))
     if table.model is Checkpoint:
         found = _usable(campaign, found)
     positions[table.name] = {row.pk: index for index, row in enumerate(found)}
@@ -433,7 +433,8 @@ def _write_rows(campaign, bundle, progress, writes):
         if rule is not None:
             pk = created["canon_rules"][rule].pk
             row.values |= {"slot": f"canon:{pk}", "subject": str(pk)}
-    for name in ("state_records", "recorder_runs", "rounds", "memories", "memory_runs", "recall_uses"):
+    for name in ("state_records", "recorder_runs", "rounds", "memories", "memory_runs", "recall_uses",
+                 "table_actions", "table_rounds", "narration_parts", "round_proposals"):
         created[name] = _create(rows.BY_NAME[name], bundle.tables[name], created, campaign, progress, writes)
     return sources
 

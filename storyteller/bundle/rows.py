@@ -28,12 +28,16 @@ from campaigns.models import (
     CanonRule,
     CharacterCard,
     ContextSnapshot,
+    NarrationPart,
     Node,
     RecorderRun,
     Round,
+    RoundProposal,
     SavePoint,
     StateEvent,
     StateRecord,
+    TableAction,
+    TableRound,
 )
 from campaigns.state.events import MAX_TEXT
 from campaigns.state.registry import json_problem
@@ -53,6 +57,7 @@ class Table:
     links: dict = field(default_factory=dict)  # bundle field -> (table it points into, may be null)
     shapes: dict = field(default_factory=dict)  # JSON field -> its shape check
     rule: object = None  # rule(checked rows): a check across fields and rows (one the database would enforce)
+    only: dict = field(default_factory=dict)  # which of the campaign's rows travel (export filter), if not all
 
 
 def _text_tree(most_text, most_items=50, most_depth=4):
@@ -167,6 +172,50 @@ def _round_numbers(checked):
         seen[key] = where
 
 
+# A table's rounds (issue 30). Seats are people of this install and stay here; what travels is what the story
+# is made of: the actions as they were played (each under its character, at its stage), each round's stages, the
+# reply's parts by stage, and the proposals the owner answered. An action still waiting, or taken back, is the
+# live table's, not the story's.
+_stages = _text_tree(2_000, most_items=100, most_depth=4)
+
+
+def _present(value, where):
+    if not isinstance(value, list) or not all(isinstance(key, str) and len(key) <= 200 for key in value):
+        refuse(f"{where} must be a list of character keys.")
+
+
+def _played_actions(checked):
+    for index, row in enumerate(checked):
+        if row.values.get("status", TableAction.Status.WAITING) != TableAction.Status.PLAYED or row.links["node"] is None:
+            refuse(f"table_actions row {index + 1} is not an action played in a round (with its round's node); a "
+                   "bundle carries only played actions.")
+
+
+def _one_round_per_node(checked):
+    seen = {}
+    for index, row in enumerate(checked):
+        node = row.links["node"]
+        if node in seen:
+            refuse(f"table_rounds row {index + 1} is a second table round of the same node as {seen[node]}.")
+        seen[node] = f"table_rounds row {index + 1}"
+
+
+def _part_numbers(checked):
+    seen = {}
+    for index, row in enumerate(checked):
+        key = (row.links["node"], row.values.get("number"))
+        if key in seen:
+            refuse(f"narration_parts row {index + 1} is part {key[1]} of the same reply as {seen[key]}; a reply "
+                   "has each part once.")
+        seen[key] = f"narration_parts row {index + 1}"
+
+
+def _answered(checked):
+    for index, row in enumerate(checked):
+        if row.values.get("status", RoundProposal.Status.WAITING) == RoundProposal.Status.WAITING:
+            refuse(f"round_proposals row {index + 1} is still waiting; a bundle carries only answered proposals.")
+
+
 CAMPAIGN_FIELDS = (
     "title", "genre", "protagonist", "opening", "point_of_view", "prose_length", "dialogue_density",
     "descriptive_richness", "violence_level", "pacing", "style_notes", "narrator_rules", "context_token_budget",
@@ -231,6 +280,20 @@ TABLES = (
           ("title", "filename", "classification", "enabled", "hidden", "always_include", "notes", "text",
            "content_hash", "size_bytes", "parser_version", "chunking_version", "imported_at", "lorebook", "lore_book",
            "lore_scope", "keyed")),
+    # A table's rounds (issue 30): see _stages above; each after the nodes it belongs to.
+    Table("campaigns", "table_actions", TableAction, "campaign",
+          ("character", "depth", "text", "status", "sent_at", "edited_at", "place"),
+          {"branch": ("branches", False), "node": ("nodes", True)}, rule=_played_actions,
+          only={"status": TableAction.Status.PLAYED, "node__isnull": False}),
+    Table("campaigns", "table_rounds", TableRound, "node__campaign", ("stages", "why", "played_at"),
+          {"node": ("nodes", False)}, {"stages": _stages}, _one_round_per_node),
+    Table("campaigns", "narration_parts", NarrationPart, "node__campaign",
+          ("number", "place", "place_name", "present", "text"), {"node": ("nodes", False)}, {"present": _present},
+          _part_numbers),
+    Table("campaigns", "round_proposals", RoundProposal, "campaign",
+          ("kind", "note", "depth", "status", "created_at", "decided_at"),
+          {"branch": ("branches", False), "target": ("branches", True)}, rule=_answered,
+          only={"status__in": [RoundProposal.Status.ACCEPTED, RoundProposal.Status.DECLINED]}),
     # A character brought from a card: its portrait travels as base64 and is drawn again on import.
     Table("campaigns", "character_cards", CharacterCard, "campaign",
           ("entity", "name", "description", "personality", "examples", "creator_notes", "portrait", "portrait_type",

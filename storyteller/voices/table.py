@@ -77,7 +77,7 @@ def decide(seated, sent, *, go=False, timer_due=False):
 
     The owner's go plays it whatever has been sent; the timer plays it when
     at least one action waits; otherwise it plays when every present seated
-    player has sent one (and at least one has).
+    player has sent one (and at least one has, and someone is here).
     """
     sent = set(sent)
     waiting = tuple(s.character for s in seated if s.present and s.character not in sent)
@@ -85,7 +85,7 @@ def decide(seated, sent, *, go=False, timer_due=False):
         return Decision(True, GO, waiting)
     if timer_due and sent:
         return Decision(True, TIMER, waiting)
-    if sent and not waiting:
+    if sent and not waiting and any(s.present for s in seated):  # nobody here: it waits for someone to come back
         return Decision(True, EVERYONE)
     return Decision(False, "", waiting)
 

@@ -280,3 +280,29 @@ async def test_a_single_players_game_master_campaign_plays_as_before(owner, narr
     await communicator.disconnect()
     assert "round-panel" not in socket.text()
     assert [role for _, role, _ in await head_nodes(campaign)] == ["player", "narrator"]
+
+
+async def test_typing_is_throttled_carries_no_text_and_clears_by_itself(owner, narrator_server, monkeypatch):
+    monkeypatch.setattr(table_rounds.table, "TYPING_SECONDS", 1.5)  # the throttle stays as it is (2 s)
+    campaign, people = await make_table(owner)
+    sockets = await table_of(campaign, owner, people, "bea", "cal", "dot")
+    for socket in sockets.values():
+        await socket.drain()
+    seen = {name: len(socket.frames) for name, socket in sockets.items()}
+    for _ in range(5):  # a burst of keystrokes, with a draft a client should never send and nobody may see
+        await sockets["cal"].send(action="typing", text="SECRET-DRAFT-77")
+    await asyncio.gather(*(socket.drain(quiet=0.4) for socket in sockets.values()))  # at once: within 1 s
+    burst = {name: socket.frames[seen[name]:] for name, socket in sockets.items()}
+    for name in ("owner", "bea", "dot"):
+        assert len(burst[name]) == 1, (name, len(burst[name]))  # one presence frame for five messages
+        assert "cal</strong>" in burst[name][0] and "typing…" in burst[name][0]
+    assert "Mara" not in burst["dot"][0].split("cal</strong>")[1].split("</li>")[0]  # the Yard: who, not as whom
+    seen = {name: len(socket.frames) for name, socket in sockets.items()}
+    await asyncio.sleep(1.8)  # no keystroke for longer than TYPING_SECONDS: everyone is told it stopped
+    await asyncio.gather(*(socket.drain(quiet=0.3) for socket in sockets.values()))
+    cleared = sockets["bea"].frames[seen["bea"]:]
+    assert cleared and "typing…" not in cleared[-1]
+    await sockets["cal"].send(action="typing")  # past the throttle's two seconds: told again
+    assert "typing…" in await sockets["bea"].until("typing…", timeout=3)
+    await close(sockets)
+    assert all("SECRET-DRAFT" not in socket.text() for socket in sockets.values())

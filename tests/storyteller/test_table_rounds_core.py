@@ -19,6 +19,8 @@ def test_an_absent_player_is_not_waited_for_and_nothing_sent_never_plays_by_itse
     assert table.decide([MARA, away], {"mara"}).play
     assert not table.decide([MARA, away], set()).play
     assert not table.decide([], set()).play
+    gone = Seated("mara", "Mara", "bea", present=False, place="kitchen")
+    assert not table.decide([gone, away], {"mara"}).play  # everyone left: it waits for someone to come back
 
 
 def test_the_owner_says_go_and_the_timer_plays_what_was_sent():
