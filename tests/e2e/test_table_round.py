@@ -220,6 +220,7 @@ def test_four_contexts_play_twenty_rounds_and_a_canary_never_crosses_places(tabl
         for person, _, _, place in PLAYERS:
             assert text.count(f"Round {number}: {person} acts <i>as sent</i> ACT-{place.upper()}-{number}") == 1
     assert "Round 20" in story
+    print(f"removed seat: {removal}")
     assert removal["close_after_removed"] < 1.0, removal
     assert removal["statuses"] == [404] * len(table["pages"]), removal
 
@@ -238,8 +239,9 @@ def _look_at_the_round_panel(owner, players):
     panel = bea.inner_text("#round-panel")
     assert "What your character does this round" in panel and "Send for this round" in panel
     assert "bea as Edrin (you)" in panel and "cal as Mara" in panel
-    assert "dot · here" in panel and "Aldric" not in panel  # the other place: who is at the table, not their scene
+    assert "dot (in another scene) · here" in panel and "Aldric" not in panel  # who is at the table, not as whom
     assert "Go: tell the round now" in owner.inner_text("#round-panel")
+    assert owner.locator("#action-form").is_hidden()  # at a table the owner's story moves by the round panel
     for page in (owner, bea):
         page.set_viewport_size(WIDE)
 

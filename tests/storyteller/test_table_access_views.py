@@ -127,12 +127,15 @@ def test_the_socket_frames_a_seat_receives_hold_no_canary(table, owner, narrator
         assert connected
         narrator_server.script_gm(gm([("Mara", "canarywhy")]))
         narrator_server.script_characters(says("canaryinner thoughts aside, welcome."))
-        narrator_server.script(Thought("canarythinking", "The rain goes on."))
+        # At a table the round's narration is told by stage (i30b): a part under its stage's line, here Mara's.
+        narrator_server.script(Thought("canarythinking", "[At Hall]\nThe rain goes on."))
         await mine.send_json_to({"action": "turn", "mode": "do", "text": "I wait"})
         await frames_until_end(mine, timeout=30)
         await sync_to_async(lambda: _client(seated["mara"][0]).post(
             reverse("whispers", args=[campaign.pk]), {"text": f"{WHISPER} again"}))()
         owner_frames = [await mine.receive_from(timeout=5)]
+        while "whispers-refresh" not in owner_frames[-1]:  # at a table the round panel's frames come too (i30b)
+            owner_frames.append(await mine.receive_from(timeout=5))
         received = {}
         for who, communicator in sockets.items():
             frames = []
@@ -147,12 +150,17 @@ def test_the_socket_frames_a_seat_receives_hold_no_canary(table, owner, narrator
     for who, frames in received.items():
         assert frames, f"{who}'s page heard nothing of the turn"
         text = "\n".join(frames).lower()
-        assert all("story-refresh" in frame for frame in frames), who
+        # A seat's frames: "read the story again", or (at a table, i30b) the round panel and the round as told
+        # at the seat's own stage (tablerounds.parts_for).
+        assert all(any(mark in frame for mark in ("story-refresh", 'id="round-status"', "data-told="))
+                   for frame in frames), who
         assert _leaks({"frames": text}, set()) == [], who
-    assert "whispers-refresh" in owner_frames[0] and WHISPER not in owner_frames[0]
+    assert "whispers-refresh" in owner_frames[-1] and WHISPER not in "\n".join(owner_frames)
     # The pages the refresh reads: the new turn is Mara's (she was there), not Aldric's.
     mara = seat_surfaces(_client(seated["mara"][0]), campaign)
     aldric = seat_surfaces(_client(seated["aldric"][0]), campaign)
-    assert "welcome." in mara["play_update"] and "the rain goes on." in mara["play_update"]
+    # At a table the owner's turn is a round (i30b) and Mara is her player's: the game master no longer speaks for
+    # her, so her page has the round's narration, told where she is, and no line of hers it did not write.
+    assert "welcome." not in mara["play_update"] and "the rain goes on." in mara["play_update"]
     assert "welcome." not in aldric["play_update"] and "the rain goes on." not in aldric["export"]
     assert _leaks(aldric, OWN["aldric"]) == []
