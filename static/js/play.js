@@ -701,3 +701,25 @@
     try { window.localStorage.setItem(panelKey(panel), panel.open ? "closed" : "open"); } catch (error) { /* private mode */ }
   });
 })();
+
+// A table's round panel (issue 30, i30b): once the round an action was sent for is told (a [data-told] part
+// arrives in the story), the box it was sent from empties, unless it was changed since (then it holds the next
+// action being written, and stays). A refused send keeps the box as it is.
+(function () {
+  "use strict";
+  var sent = "";
+  var told = 0;
+  document.addEventListener("htmx:wsConfigSend", function (event) {
+    if (event.target.id !== "round-form") return;
+    var box = document.getElementById("round-text");
+    sent = box ? box.value : "";
+  });
+  document.addEventListener("htmx:wsAfterMessage", function () {
+    var count = document.querySelectorAll("#story [data-told]").length;
+    if (count === told) return;
+    told = count;
+    var box = document.getElementById("round-text");
+    if (box && sent && box.value === sent) box.value = "";
+    sent = "";
+  });
+})();

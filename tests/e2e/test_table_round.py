@@ -176,6 +176,8 @@ def test_four_contexts_play_twenty_rounds_and_a_canary_never_crosses_places(tabl
             for person in players:
                 _told(players[person]["page"], number)
             if number == 1:
+                # The box a told round's action was sent from is empty again, ready for the next.
+                players["bea"]["page"].wait_for_function("() => document.querySelector('#round-text').value === ''")
                 owner.wait_for_selector("#story .node >> nth=1")
                 _look_at_the_round_panel(owner, players)
             if number == 10:  # a whisper, from the Yard, to the game master
