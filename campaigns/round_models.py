@@ -8,7 +8,7 @@ from django.core.validators import MaxLengthValidator
 from django.db import models
 from django.utils import timezone
 
-from .models import Branch, Campaign, Node, Seat
+# The models they point at are named as "campaigns.X": ``campaigns.models`` imports this module, never the reverse.
 
 ACTION_CHARS = 4000
 PROPOSAL_NOTE_CHARS = 300
@@ -27,19 +27,19 @@ class TableAction(models.Model):
         PLAYED = "played", "Played"
         WITHDRAWN = "withdrawn", "Withdrawn"
 
-    campaign = models.ForeignKey(Campaign, on_delete=models.CASCADE, related_name="table_actions")
+    campaign = models.ForeignKey("campaigns.Campaign", on_delete=models.CASCADE, related_name="table_actions")
     # Null once the seat is gone (deleted, or a campaign brought in from a bundle: seats are people, they stay home);
     # a played action is the story's history all the same.
-    seat = models.ForeignKey(Seat, null=True, blank=True, on_delete=models.SET_NULL, related_name="actions")
+    seat = models.ForeignKey("campaigns.Seat", null=True, blank=True, on_delete=models.SET_NULL, related_name="actions")
     character = models.CharField(max_length=200, help_text="The cast key the seat played when it was sent.")
-    branch = models.ForeignKey(Branch, on_delete=models.RESTRICT, related_name="+")
+    branch = models.ForeignKey("campaigns.Branch", on_delete=models.RESTRICT, related_name="+")
     depth = models.PositiveIntegerField(help_text="The head's depth when it was sent: the round it belongs to.")
     text = models.TextField(validators=[MaxLengthValidator(ACTION_CHARS)])
     status = models.CharField(max_length=10, choices=Status.choices, default=Status.WAITING)
     sent_at = models.DateTimeField(default=timezone.now)
     edited_at = models.DateTimeField(null=True, blank=True)
-    node = models.ForeignKey(Node, null=True, blank=True, on_delete=models.CASCADE, related_name="table_actions",
-                             help_text="The player node of the round it was played in.")
+    node = models.ForeignKey("campaigns.Node", null=True, blank=True, on_delete=models.CASCADE,
+                             related_name="table_actions", help_text="The player node of the round it was played in.")
     place = models.CharField(max_length=200, blank=True, help_text="Where its character was when it played.")
 
     class Meta:
@@ -56,7 +56,7 @@ class TableAction(models.Model):
 class TableRound(models.Model):
     """A round as played at a table, on its player node: its stages (who of the seated was where) and why."""
 
-    node = models.OneToOneField(Node, on_delete=models.CASCADE, related_name="table_round")
+    node = models.OneToOneField("campaigns.Node", on_delete=models.CASCADE, related_name="table_round")
     stages = models.JSONField(default=list, help_text="[{place, name, present: [character keys]}]")
     why = models.CharField(max_length=200, blank=True)
     played_at = models.DateTimeField(default=timezone.now)
@@ -68,7 +68,7 @@ class TableRound(models.Model):
 class NarrationPart(models.Model):
     """One part of a table round's reply, told at one stage, and the seated characters present for it."""
 
-    node = models.ForeignKey(Node, on_delete=models.CASCADE, related_name="narration_parts")
+    node = models.ForeignKey("campaigns.Node", on_delete=models.CASCADE, related_name="narration_parts")
     number = models.PositiveSmallIntegerField()
     place = models.CharField(max_length=200, blank=True, help_text="Empty: told at no seat's stage (the owner's).")
     place_name = models.CharField(max_length=200, blank=True)
@@ -96,13 +96,14 @@ class RoundProposal(models.Model):
         ACCEPTED = "accepted", "Accepted"
         DECLINED = "declined", "Declined"
 
-    campaign = models.ForeignKey(Campaign, on_delete=models.CASCADE, related_name="round_proposals")
-    seat = models.ForeignKey(Seat, null=True, blank=True, on_delete=models.SET_NULL, related_name="proposals")
+    campaign = models.ForeignKey("campaigns.Campaign", on_delete=models.CASCADE, related_name="round_proposals")
+    seat = models.ForeignKey("campaigns.Seat", null=True, blank=True, on_delete=models.SET_NULL,
+                             related_name="proposals")
     kind = models.CharField(max_length=10, choices=Kind.choices)
     note = models.CharField(max_length=PROPOSAL_NOTE_CHARS, blank=True)
-    branch = models.ForeignKey(Branch, on_delete=models.RESTRICT, related_name="+")
+    branch = models.ForeignKey("campaigns.Branch", on_delete=models.RESTRICT, related_name="+")
     depth = models.PositiveIntegerField(help_text="The head when it was proposed.")
-    target = models.ForeignKey(Branch, null=True, blank=True, on_delete=models.SET_NULL, related_name="+",
+    target = models.ForeignKey("campaigns.Branch", null=True, blank=True, on_delete=models.SET_NULL, related_name="+",
                                help_text="The line a branch proposal goes to.")
     status = models.CharField(max_length=10, choices=Status.choices, default=Status.WAITING)
     created_at = models.DateTimeField(default=timezone.now)

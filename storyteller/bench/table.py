@@ -297,7 +297,8 @@ class _Profile:
         if not rounds:
             return []
         size = (f"{len(rounds)} of {len(self.done)} transactions, "
-                f"{sum(r['statements'] for r in rounds) / len(rounds):.0f} statements each, {len(self.threads)} thread(s)")
+                f"{sum(r['statements'] for r in rounds) / len(rounds):.0f} statements each, "
+                f"{len(self.threads)} thread(s)")
 
         def part(name, values, target="(where the commit's time goes)"):
             return figure(name, size, values, target)

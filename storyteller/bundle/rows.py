@@ -186,7 +186,8 @@ def _present(value, where):
 
 def _played_actions(checked):
     for index, row in enumerate(checked):
-        if row.values.get("status", TableAction.Status.WAITING) != TableAction.Status.PLAYED or row.links["node"] is None:
+        played = row.values.get("status", TableAction.Status.WAITING) == TableAction.Status.PLAYED
+        if not played or row.links["node"] is None:
             refuse(f"table_actions row {index + 1} is not an action played in a round (with its round's node); a "
                    "bundle carries only played actions.")
 
