@@ -97,7 +97,8 @@ def test_each_seat_reads_the_story_its_character_was_there_for(table):
     # No control a seat cannot use: no undo, retry, edit, inspector, author's switch or owner's pages.
     for text in (mara["play"], aldric["play"], watcher["play"]):
         for control in ('data-action="undo"', 'data-action="retry"', 'data-action="edit"', "data-inspect",
-                        'id="view-switch"', "/edit/", "/branches/", "/knowledge/", 'ws-send hx-vals=\'{"action": "act"'):
+                        'id="view-switch"', "/edit/", "/branches/", "/knowledge/",
+                        'ws-send hx-vals=\'{"action": "act"'):
             assert control not in text, control
 
 
