@@ -198,10 +198,12 @@ def seat_group(seat_id):
 
 
 def _close_sockets(seat):
+    """Close every socket the seat's person has open, once the change that shuts them out has committed."""
     from channels.layers import get_channel_layer
     layer = get_channel_layer()
     if layer is not None:
-        async_to_sync(layer.group_send)(seat_group(seat.pk), {"type": CLOSE})
+        group = seat_group(seat.pk)
+        transaction.on_commit(lambda: async_to_sync(layer.group_send)(group, {"type": CLOSE}))
 
 
 def open_seat(campaign, character="", kind=Seat.Kind.PLAYER):

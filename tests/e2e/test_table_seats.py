@@ -115,6 +115,9 @@ def test_an_invited_friend_takes_a_seat_and_plays_as_that_character(app, browser
     friend.click("[data-action=whisper]")
     friend.wait_for_selector("#whisper-notice")
     owner.wait_for_selector(f"#whisper-list >> text=Tam pockets the brass key ({size})")
+    owner.locator("#whispers-panel").scroll_into_view_if_needed()
+    assert _fits(owner)
+    _shot(owner, f"owner-whisper-{size}")
     assert "brass key" not in stranger.content()
 
     # Removed: the player's socket closes and the page is gone for them.

@@ -165,3 +165,15 @@ def test_daphne_bound_beyond_loopback_without_an_origin_does_not_start(tmp_path)
         done = subprocess.run(command, env=env, capture_output=True, text=True, timeout=60)
         assert done.returncode == serving.EXIT_CODE, command
         assert "will not listen on 0.0.0.0 without STORYTELLER_ORIGIN" in done.stderr
+
+
+def test_a_campaign_with_a_table_deletes_whole(campaign, outsider):
+    """Seats, their invitations and whispers (anchored on the story's branches) go with the campaign."""
+    from campaigns import lineage
+    from campaigns.models import Whisper
+    from storyteller import tidying
+
+    seat = seating.take(_invitation(campaign)[1], outsider)
+    seating.whisper(seat, "hello", lineage.path_of(campaign))
+    tidying.delete(campaign, campaign.title)
+    assert not Seat.objects.exists() and not Invitation.objects.exists() and not Whisper.objects.exists()
