@@ -5,7 +5,8 @@ layer) driven by ``channels.testing.WebsocketCommunicator`` — real websocket
 messages through the real consumer and channel layer, without a Daphne
 socket (the honest way here: one process, like the default deployment, and
 no port to race for). The model server is the real HTTP fake on 127.0.0.1
-(``storyteller.llm.fake_server``), bounded to 4 requests at once; each
+(``storyteller.llm.fake_server``) in a process of its own (port 8042, or
+``STORYTELLER_BENCH_TABLE_PORT``), bounded to 4 requests at once; each
 narration is written per stage with a canary per place.
 
 Each table: the owner's socket and four players in two places (two and two),
