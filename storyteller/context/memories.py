@@ -32,9 +32,9 @@ INPUT_TOKENS = 200
 SCENE_TOKENS = 60
 NARRATION_TOKENS = 120
 
-HEADER = ("Memories from earlier in this story (what happened on this line, beyond the recent story). "
-          "Lines marked [inferred] are interpretation, not established fact — do not treat them as settled truth; "
-          "the current story state and canon outrank every memory.")
+# The label only: what a memory is and how far it is trusted is said once, in the stable prefix
+# (layers.NARRATOR_RULES), so the tail the server reads again every turn stays short (issue 27).
+HEADER = "Memories from earlier in this story:"
 INFERRED = "[inferred]"
 NOT_EMBEDDED = "the query was not embedded; ranked on words only"
 

@@ -20,7 +20,8 @@ from campaigns.state.world import world
 
 from .layers import DYNAMIC_TAIL, Section
 
-HEADER = "Story time and world rules (kept by the application; narrate in step with them):"
+# The label only; what it is is said once, in the stable prefix (layers.NARRATOR_RULES, issue 27).
+HEADER = "Story time and world rules:"
 ROLLS = "Dice rolled since the last reply (fixed outcomes: narrate them as they fell; never roll again):"
 
 

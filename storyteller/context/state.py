@@ -13,11 +13,9 @@ from campaigns.state.minds import whereabouts
 
 from .layers import DYNAMIC_TAIL, Section
 
-HEADER = (
-    "Current story state (Level 2: accepted on this line of the story; it outranks the story so far, "
-    "memories and reference material, and only campaign canon outranks it). "
-    "[correction] marks what the player set by hand; [state] what the story established."
-)
+# The label only: the state's authority and its tags are said once, in the stable prefix (layers.NARRATOR_RULES),
+# so the tail the server reads again every turn stays short (issue 27).
+HEADER = "Current story state:"
 SUPERSEDED_HEADER = "Initial canon that no longer holds on this line (the current state wins):"
 TAGS = {"correction": "[correction]", "state": "[state]", "campaign": "[campaign settings]"}
 

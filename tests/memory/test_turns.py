@@ -93,7 +93,10 @@ async def test_used_memories_are_framed_first_in_the_tail_with_inferred_marked_a
     assert section["protected"]
     assert "[inferred] Aldric seemed to distrust the ferryman." in section["text"]
     assert "- Mara slipped the amber sundial" in section["text"]
-    assert "interpretation, not established fact" in section["text"]
+    # What [inferred] means is said once, in the stable prefix, and the tail's section carries its label (issue 27).
+    rules = next(s for s in report["sections"] if s["key"] == "narrator_rules")
+    assert "[inferred] are interpretation, not established fact" in rules["text"]
+    assert section["text"].startswith("Memories from earlier in this story:\n")
     used = report["memories"]["used"]
     assert {entry["id"] for entry in used} == {m.pk for m in stored}  # fewer than memory_top_k: all of them
     for entry in used:
