@@ -90,8 +90,8 @@ class PlayConsumer(table_rounds.TableSocket, AsyncJsonWebsocketConsumer):
         await self.channel_layer.group_add(self.group, self.channel_name)
         await self._join_own_group()
         await self.accept()
-        await self.table_join()  # a table's presence and round panel (storyteller/table_rounds.py)
         warming.start(self.campaign_id)  # the first turn after a start finds the campaign's indexes hot
+        await self.table_join()  # a table's presence and round panel (storyteller/table_rounds.py)
 
     async def disconnect(self, code):
         self.closed = True
