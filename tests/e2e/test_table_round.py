@@ -22,13 +22,18 @@ import time
 
 import pytest
 
-from tests.e2e.test_play import CHROMIUM, CHROMIUM_FLAGS, _manage, connected, serve
+from tests.e2e.test_play import (
+    CHROMIUM,
+    CHROMIUM_FLAGS,
+    _free_port,
+    _manage,
+    connected,
+    serve,
+)
 from tests.fake_ollama import FakeModelServer
 
 pytestmark = pytest.mark.e2e
 
-PORT = 8041  # i30b's ports (TEAM.md): 8040-8049
-MODEL_PORT = 8043
 ROUNDS = 20
 # (person, character key, character name, place)
 PLAYERS = (("bea", "protagonist", "Edrin", "Kitchen"), ("cal", "mara", "Mara", "Kitchen"),
@@ -79,13 +84,14 @@ def table(tmp_path_factory):
     from pathlib import Path
 
     world = Path(__file__).resolve().parents[1] / "campaigns" / "worlds" / "kitchen.json"
-    with FakeModelServer(stubs=Stages(), port=MODEL_PORT) as fake:
+    with FakeModelServer(stubs=Stages(), port=_free_port()) as fake:
         env = {**os.environ, "STORYTELLER_DATA_DIR": str(tmp_path_factory.mktemp("table")),
                "STORYTELLER_LLM_URL": fake.url, "STORYTELLER_LLM_API": "ollama"}
         _manage(env, "migrate", "--noinput")
         made = json.loads(_manage(env, "shell", "-c", SETUP.format(world=str(world))).splitlines()[-1])
-        process = serve(env, PORT)
-        yield {"base": f"http://127.0.0.1:{PORT}", "env": env, **made}
+        port = _free_port()
+        process = serve(env, port)
+        yield {"base": f"http://127.0.0.1:{port}", "env": env, **made}
         process.terminate()
         process.wait(timeout=10)
 

@@ -7,12 +7,19 @@ from pathlib import Path
 
 import pytest
 
-from tests.e2e.test_play import CHROMIUM, CHROMIUM_FLAGS, _manage, connected, serve, sign_in
+from tests.e2e.test_play import (
+    CHROMIUM,
+    CHROMIUM_FLAGS,
+    _free_port,
+    _manage,
+    connected,
+    serve,
+    sign_in,
+)
 from tests.fake_ollama import FakeModelServer
 
 pytestmark = pytest.mark.e2e
 
-PORT = 8034  # i30a's ports (TEAM.md): 8030-8039
 SIZES = {"wide": {"width": 1280, "height": 900}, "phone": {"width": 390, "height": 844}}
 SHOTS = Path(os.environ.get("STORYTELLER_SHOTS", "/tmp/storyteller-shots"))
 
@@ -29,8 +36,9 @@ def app(tmp_path_factory, fake):
            "STORYTELLER_LLM_URL": fake.url, "STORYTELLER_LLM_API": "ollama"}
     _manage(env, "migrate", "--noinput")
     _manage(env, "seed_demo")
-    process = serve(env, PORT)
-    yield {"base": f"http://127.0.0.1:{PORT}", "env": env}
+    port = _free_port()
+    process = serve(env, port)
+    yield {"base": f"http://127.0.0.1:{port}", "env": env}
     process.terminate()
     process.wait(timeout=10)
 
