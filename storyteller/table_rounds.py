@@ -264,6 +264,11 @@ def told(node_id, character, *, owner=False):
     """Render what a seat is told of a committed round (database thread): its stage's actions and parts."""
     reply = Node.objects.get(pk=node_id)
     player = Node.objects.filter(branch_id=reply.branch_id, depth=reply.depth - 1).first()
+    if not character:
+        # A spectator follows the public story, as their page shows it once they reload (viewing.seen gives
+        # them every passage): the whole round, not "nothing was told of where you are".
+        actions = [player.text] if player is not None and player.text.strip() else []
+        return render_to_string("rounds/_told.html", {"actions": actions, "parts": [reply.text], "node_id": node_id})
     actions = tablerounds.parts_for(player, character) or [] if player is not None else []
     parts = tablerounds.parts_for(reply, character) or []
     return render_to_string("rounds/_told.html", {"actions": actions, "parts": parts, "node_id": node_id})

@@ -167,6 +167,29 @@ async def test_a_canary_told_in_one_place_never_reaches_the_other_places_player(
     assert KITCHEN_CANARY not in " ".join(told["aldric"][0] + told["aldric"][1])
 
 
+async def test_a_spectator_is_told_the_whole_round_as_their_page_shows_it(owner, narrator_server):
+    # A spectator follows the public story: their page gives every passage (campaigns.viewing.seen), so the
+    # live frame of a round must too; it once said "Nothing was told of where you are" (a spectator is nowhere).
+    narrator_server.script(SPLIT)
+    campaign, people = await make_table(owner)
+
+    @sync_to_async
+    def watcher():
+        user = User.objects.create_user("eve", password="pw-eve")
+        Seat.objects.create(campaign=campaign, character="", user=user, kind=Seat.Kind.SPECTATOR,
+                            status=Seat.Status.SEATED)
+        return user
+
+    sockets = await table_of(campaign, owner, people, "bea", "cal", "dot")
+    sockets["eve"] = await sit(campaign, await watcher())
+    for name, text in (("bea", "I look around."), ("cal", "I wait."), ("dot", "I draw water.")):
+        await sockets[name].send(action="turn", text=text)
+    frame = await sockets["eve"].until("data-told=")
+    await close(sockets)
+    assert KITCHEN_CANARY in frame and YARD_CANARY in frame
+    assert "Aldric: I draw water." in frame and "Nothing was told" not in frame
+
+
 async def test_the_round_waits_for_everyone_here_but_not_for_an_absent_player(owner, narrator_server):
     narrator_server.script(SPLIT)
     campaign, people = await make_table(owner)
