@@ -12,6 +12,8 @@ import json
 import pytest
 from asgiref.sync import sync_to_async
 from django.contrib.auth.models import User
+from django.test import Client
+from django.urls import reverse
 
 from campaigns import tablerounds, worldfile
 from campaigns.models import Campaign, Node, RoundProposal, Seat, TableAction
@@ -228,6 +230,20 @@ async def test_the_owner_says_go_with_what_was_sent(owner, narrator_server):
     assert player == "At Kitchen:\nEdrin: I alone act."
     direction = await sync_to_async(lambda: Node.objects.get(branch__campaign=campaign, depth=1).direction)()
     assert "the storm breaks" in direction and "[At Kitchen] then [At Yard]" in direction
+
+    # The owner's page shows the round's input without the table's stage direction (engine words) and without an
+    # Edit that the table would refuse: a round is moved by Retry and Undo, not edited as one person's action.
+    @sync_to_async
+    def owners_page():
+        client = Client()
+        client.force_login(owner)
+        return client.get(reverse("play", args=[campaign.pk])).content.decode()
+
+    page = await owners_page()
+    node = await sync_to_async(lambda: Node.objects.get(branch__campaign=campaign, depth=1).pk)()
+    article = page.split(f'id="node-{node}"', 1)[1].split("</article>", 1)[0]
+    assert "Edrin: I alone act." in article
+    assert "[At Kitchen]" not in article and "player-edit" not in article
 
 
 async def test_the_tables_timer_plays_the_round_with_what_was_sent(owner, narrator_server):
