@@ -25,6 +25,10 @@ def is_postgres(using=None):
     return vendor(using) == POSTGRES
 
 
+def is_sqlite(using=None):
+    return vendor(using) == SQLITE
+
+
 class RunSQLOn(migrations.RunSQL):
     """A migration's raw SQL that runs on one backend only, a no-op on the other.
 
@@ -83,3 +87,28 @@ def group_concat(expression, separator):
 def char(code):
     """Return SQL for the character with ``code`` (a text value to concatenate)."""
     return f"chr({int(code)})" if is_postgres() else f"char({int(code)})"
+
+
+# ---- Full-text search -----------------------------------------------------------------------------------------
+# SQLite: FTS5 tables (knowledge_passage_fts, memory_recallitem_fts) ranked by bm25. PostgreSQL: a generated
+# ``search`` tsvector column on the table itself (knowledge 0006, memory 0011) with a GIN index, matched with @@
+# and ranked by ts_rank_cd. Both match any of the query's terms, each as a phrase of its words, with the same
+# folding (stems, no accents, no stop words); only the scores' scale differs, and every caller divides a score
+# by the best one of its query before using it.
+
+SEARCH_CONFIG = "storyteller"  # campaigns/migrations/0022_postgres_search_config.py
+
+
+def fts5_any(terms):
+    """Return the FTS5 expression matching any of ``terms``, each a quoted phrase (no operator inside works)."""
+    return " OR ".join('"' + term.replace('"', '""') + '"' for term in terms)
+
+
+def tsquery_any(terms):
+    """Return (SQL, params) of the tsquery matching any of ``terms``, each a phrase, as ``fts5_any`` does.
+
+    phraseto_tsquery reads a term as plain words (no operator syntax to escape) and keeps their order, as an
+    FTS5 phrase does ("mara's" is mara followed by s); ``||`` between tsqueries is OR.
+    """
+    sql = " || ".join([f"phraseto_tsquery('{SEARCH_CONFIG}', %s)"] * len(terms))
+    return f"({sql})", list(terms)
