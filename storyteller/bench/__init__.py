@@ -11,8 +11,8 @@ This package may import every app; nothing imports it but the command and
 the prefix-reuse test.
 """
 
-from . import (branches, builtin, checkpoint, imports, knowledge, limits, memory, minds, model_work, overhead, page,
-               recording, replay, rules, state, table, tavern, turn, turn_first, view, voices, world)
+from . import (backends, branches, builtin, checkpoint, imports, knowledge, limits, memory, minds, model_work,
+               overhead, page, recording, replay, rules, state, table, tavern, turn, turn_first, view, voices, world)
 
 BENCHMARKS = {
     "turn": turn.run,
@@ -37,6 +37,7 @@ BENCHMARKS = {
     "replay": replay.run,
     "view": view.run,
     "table": table.run,
+    "backends": backends.run,
 }
 # Run only when named: minutes of the built-in model (or of 440 turns played), not milliseconds of the app.
-SLOW = {"recording", "builtin", "model-work"}
+SLOW = {"recording", "builtin", "model-work", "backends"}
