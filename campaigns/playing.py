@@ -29,7 +29,7 @@ from datetime import timedelta
 
 from asgiref.sync import sync_to_async
 from django.conf import settings
-from django.db import connection
+from django.db import connection, transaction
 from django.utils import timezone
 
 
@@ -156,8 +156,10 @@ def _enter(campaign_id, kind, against):
     from .models import Playing
 
     now = timezone.now()
-    Playing.objects.filter(until__lt=now).delete()  # left by a process that died mid-turn
-    row = Playing.objects.create(campaign_id=campaign_id, kind=kind, until=now + timedelta(seconds=LEASE_SECONDS))
+    with transaction.atomic():  # one commit: each costs a sync of the database file on SQLite (bench "shared")
+        Playing.objects.filter(until__lt=now).delete()  # left by a process that died mid-turn
+        row = Playing.objects.create(campaign_id=campaign_id, kind=kind,
+                                     until=now + timedelta(seconds=LEASE_SECONDS))
     if Playing.objects.filter(campaign_id=campaign_id, kind=against, until__gt=now).exists():
         row.delete()
         return None
