@@ -970,27 +970,19 @@ class SeatsCampaign(Campaign):
 
 
 class Playing(models.Model):
-    """A turn being played, or a lorebook being changed, in some process: what other processes must know (issue 31).
+    """A turn being played in some process: what other processes' background model calls give way to (issue 31).
 
     Written only when processes share the work (``STORYTELLER_SHARED_PLAYING``);
-    one process keeps the same in memory (``campaigns.playing``). A row holds
+    one process keeps the same in memory (``llm.priority``). A row holds
     until ``until``, which its process renews while the turn lasts, so a
-    process killed mid-turn blocks nothing for longer than one lease.
+    process killed mid-turn holds up nothing for longer than one lease.
     """
 
-    class Kind(models.TextChoices):
-        TURN = "turn", "A turn is being played"
-        LORE = "lore", "A lorebook is being changed"
-
     campaign = models.ForeignKey(Campaign, on_delete=models.CASCADE, related_name="+")
-    kind = models.CharField(max_length=4, choices=Kind.choices)
     until = models.DateTimeField(db_index=True)
 
-    class Meta:
-        indexes = [models.Index(fields=["campaign", "kind", "until"], name="playing_campaign_kind")]
-
     def __str__(self):
-        return f"{self.kind} of campaign {self.campaign_id} until {self.until}"
+        return f"a turn of campaign {self.campaign_id} until {self.until}"
 
 
 # A table's rounds (issue 30, campaigns/round_models.py): imported here so the app's models include them.

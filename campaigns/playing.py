@@ -10,15 +10,20 @@ other: a change during a turn is refused at once, with the reason; a turn
 that starts during a change waits for it (a change takes milliseconds,
 never a model call).
 
-The registry is this process's memory, as the default channel layer is.
-When several processes share the work (``STORYTELLER_SHARED_PLAYING``: Daphne
-processes behind one proxy, task workers), each turn and each change also
-holds a ``Playing`` row, so a change on one process is refused during a
-turn on another, and a worker's background model calls give way to a turn
-played anywhere (``anywhere``, for ``llm.priority``). A row is a lease its
-process renews, so one killed mid-turn blocks nothing past ``LEASE_SECONDS``.
-Written first, then the other kind looked for: of two processes that start
-at once, the later one always sees the earlier one's row.
+The registry is this process's memory, as the default channel layer is. On
+PostgreSQL (several processes) each turn also holds a shared advisory lock
+and each change tries for the exclusive one (``locks.Held``), so a change in
+one process is refused while a turn plays in another, and a turn waits for a
+change made elsewhere; a process that dies lets go of its locks with its
+connection.
+
+Background model calls in other processes (a worker's post-turn steps) give
+way to a turn played anywhere, of any campaign (``llm.priority``): when
+processes share the work (``STORYTELLER_SHARED_PLAYING``) each turn also
+holds a ``Playing`` row, which ``anywhere`` looks for. A row is a lease its
+process renews, so one killed mid-turn holds up nothing past
+``LEASE_SECONDS``. A row, not the advisory lock: it is the same on both
+databases, and the worker's question is one indexed read.
 """
 
 import asyncio
@@ -32,6 +37,8 @@ from django.conf import settings
 from django.db import connection, transaction
 from django.utils import timezone
 
+from . import locks
+
 
 class TurnInProgress(Exception):
     """A lorebook change was refused because a turn is being played; the message says what to do."""
@@ -43,8 +50,8 @@ BUSY = ("A lorebook of this campaign was still being changed, so the turn could 
         "nothing was sent or saved.")
 # A turn waits this long for a lore change to end; one takes milliseconds.
 WAIT_SECONDS = 10.0
-# A shared row holds this long unless renewed (every third of it): a turn streams for seconds to a minute, and a
-# process killed mid-turn must not keep the campaign's lore, or the workers' model calls, waiting much longer.
+# A turn's shared row holds this long unless renewed (every third of it): a turn streams for seconds to a minute,
+# and a process killed mid-turn must not keep other processes' model calls waiting much longer.
 LEASE_SECONDS = 30.0
 
 _lock = threading.Lock()
@@ -53,11 +60,11 @@ _changes: dict[int, int] = {}
 
 
 def playing(campaign_id):
-    """Return whether a turn of ``campaign_id`` is being played now (in any process, when they share the work)."""
+    """Return whether a turn of ``campaign_id`` is being played now, in this process or (PostgreSQL) another."""
     with _lock:
         if _turns.get(campaign_id):
             return True
-    return shared() and _held(campaign_id, _kind().TURN)
+    return locks.Held.anyone("turn", campaign_id, shared=True)
 
 
 def anywhere():
@@ -70,7 +77,12 @@ def anywhere():
         return False
     from .models import Playing
 
-    return Playing.objects.filter(kind=Playing.Kind.TURN, until__gt=timezone.now()).exists()
+    return Playing.objects.filter(until__gt=timezone.now()).exists()
+
+
+def shared():
+    """Return whether other processes share the work, so turns are also written down for them."""
+    return getattr(settings, "STORYTELLER_SHARED_PLAYING", False)
 
 
 @contextlib.asynccontextmanager
@@ -89,19 +101,21 @@ async def turn(campaign_id, *, wait=WAIT_SECONDS):
         if time.monotonic() >= deadline:
             raise TurnInProgress(BUSY)
         await asyncio.sleep(0.01)
-    row = None
+    held = locks.Held("turn", campaign_id)
     try:
-        while shared() and row is None:
-            row = await sync_to_async(_enter)(campaign_id, _kind().TURN, _kind().LORE)
-            if row is None:
-                if time.monotonic() >= deadline:
-                    raise TurnInProgress(BUSY)
-                await asyncio.sleep(0.05)
-        with _renewing(row):
-            yield
+        while held.needed and not await asyncio.to_thread(held.acquire, shared=True):
+            if time.monotonic() >= deadline:
+                raise TurnInProgress(BUSY)  # a change in another process has not ended
+            await asyncio.sleep(0.01)
+        row = await sync_to_async(_enter)(campaign_id) if shared() else None
+        try:
+            with _renewing(row):
+                yield
+        finally:
+            if row is not None:
+                await sync_to_async(row.delete)()
     finally:
-        if row is not None:
-            await sync_to_async(_leave)(row)
+        held.release()  # a close, not a wait: done even when the turn is cancelled
         _release(_turns, campaign_id)
 
 
@@ -112,17 +126,13 @@ def lore_change(campaign_id):
         if _turns.get(campaign_id):
             raise TurnInProgress(REFUSED)
         _changes[campaign_id] = _changes.get(campaign_id, 0) + 1
-    row = None
+    held = locks.Held("turn", campaign_id)
     try:
-        if shared():
-            row = _enter(campaign_id, _kind().LORE, _kind().TURN)
-            if row is None:
-                raise TurnInProgress(REFUSED)
-        with _renewing(row):
-            yield
+        if not held.acquire(shared=False):
+            raise TurnInProgress(REFUSED)  # a turn plays in another process
+        yield
     finally:
-        if row is not None:
-            _leave(row)
+        held.release()
         _release(_changes, campaign_id)
 
 
@@ -133,47 +143,19 @@ def _release(counts, campaign_id):
             del counts[campaign_id]
 
 
-def shared():
-    """Return whether other processes share the work, so turns and changes are also written down for them."""
-    return getattr(settings, "STORYTELLER_SHARED_PLAYING", False)
-
-
-def _kind():
-    from .models import Playing
-
-    return Playing.Kind
-
-
-def _held(campaign_id, kind):
-    from .models import Playing
-
-    return Playing.objects.filter(campaign_id=campaign_id, kind=kind, until__gt=timezone.now()).exists()
-
-
-def _enter(campaign_id, kind, against):
-    """Write (and commit) a ``kind`` row for ``campaign_id``; return it, or None, writing nothing, while a live
-    ``against`` row exists."""
+def _enter(campaign_id):
+    """Write (and commit) the turn's row for other processes' background work to see; return it."""
     from .models import Playing
 
     now = timezone.now()
     with transaction.atomic():  # one commit: each costs a sync of the database file on SQLite (bench "shared")
         Playing.objects.filter(until__lt=now).delete()  # left by a process that died mid-turn
-        row = Playing.objects.create(campaign_id=campaign_id, kind=kind,
-                                     until=now + timedelta(seconds=LEASE_SECONDS))
-    if Playing.objects.filter(campaign_id=campaign_id, kind=against, until__gt=now).exists():
-        row.delete()
-        return None
-    return row
-
-
-def _leave(row):
-    row.delete()
+        return Playing.objects.create(campaign_id=campaign_id, until=now + timedelta(seconds=LEASE_SECONDS))
 
 
 @contextlib.contextmanager
 def _renewing(row):
-    """Renew ``row``'s lease from a thread of its own while the block runs (a turn's loop, or a long import, may
-    not come back to it in time)."""
+    """Renew ``row``'s lease from a thread of its own while the block runs (the turn's loop may be busy)."""
     if row is None:
         yield
         return
@@ -188,8 +170,7 @@ def _renewing(row):
         finally:
             connection.close()  # this thread's own connection
 
-    thread = threading.Thread(target=renew, name=f"playing-lease-{row.pk}", daemon=True)
-    thread.start()
+    threading.Thread(target=renew, name=f"playing-lease-{row.pk}", daemon=True).start()
     try:
         yield
     finally:

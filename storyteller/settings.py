@@ -205,26 +205,68 @@ CHANNEL_LAYERS = {"default": {"BACKEND": "channels.layers.InMemoryChannelLayer"}
 # SQLite in WAL mode so readers never wait for the writer; IMMEDIATE
 # transactions take the write lock up front, so two turns committing at once
 # queue on the busy timeout instead of failing with "database is locked" halfway.
-DATABASES = {
-    "default": {
-        "ENGINE": "django.db.backends.sqlite3",
-        "NAME": DATA_DIR / "storyteller.sqlite3",
-        "OPTIONS": {
-            "transaction_mode": "IMMEDIATE",
-            "timeout": 10,
-            "init_command": (
-                "PRAGMA journal_mode=WAL;"
-                "PRAGMA synchronous=NORMAL;"
-                "PRAGMA foreign_keys=ON;"
-            ),
-        },
-        "TEST": {"NAME": DATA_DIR / "test-storyteller.sqlite3"},
-        # Keep each thread's connection for a minute: channels closes an expired one around every
-        # database_sync_to_async call, and opening SQLite again (WAL pragma, schema) cost 1.3 ms each,
-        # four times before a turn's chat request (bench "overhead").
-        "CONN_MAX_AGE": 60,
-    }
+SQLITE_DATABASE = {
+    "ENGINE": "django.db.backends.sqlite3",
+    "NAME": DATA_DIR / "storyteller.sqlite3",
+    "OPTIONS": {
+        "transaction_mode": "IMMEDIATE",
+        "timeout": 10,
+        "init_command": (
+            "PRAGMA journal_mode=WAL;"
+            "PRAGMA synchronous=NORMAL;"
+            "PRAGMA foreign_keys=ON;"
+        ),
+    },
+    "TEST": {"NAME": DATA_DIR / "test-storyteller.sqlite3"},
+    # Keep each thread's connection for a minute: channels closes an expired one around every
+    # database_sync_to_async call, and opening SQLite again (WAL pragma, schema) cost 1.3 ms each,
+    # four times before a turn's chat request (bench "overhead").
+    "CONN_MAX_AGE": 60,
 }
+
+
+def _env_database():
+    """Return the database STORYTELLER_DATABASE_URL (or DATABASE_URL) names, or SQLite in the data folder.
+
+    Only PostgreSQL is read from a URL (postgres://user:password@host:port/name?sslmode=...): several
+    server processes share one, where SQLite serves one process on one machine (issue 31). The query
+    string's parameters go to libpq as they are (sslmode, connect_timeout, application_name ...).
+    """
+    from urllib.parse import parse_qsl, unquote, urlsplit
+
+    name = "STORYTELLER_DATABASE_URL" if os.environ.get("STORYTELLER_DATABASE_URL", "").strip() else "DATABASE_URL"
+    value = os.environ.get(name, "").strip()
+    if not value:
+        return SQLITE_DATABASE
+    parts = urlsplit(value)
+    if parts.scheme not in {"postgres", "postgresql"}:
+        from django.core.exceptions import ImproperlyConfigured
+
+        raise ImproperlyConfigured(
+            f"{name} must be a PostgreSQL URL such as postgres://user:password@127.0.0.1:5432/storyteller "
+            f"(its scheme is {parts.scheme or 'missing'!r}); leave it unset to keep the SQLite database.")
+    try:
+        port = parts.port
+    except ValueError:
+        from django.core.exceptions import ImproperlyConfigured
+
+        raise ImproperlyConfigured(f"{name} has a port that is not a number.") from None
+    return {
+        "ENGINE": "django.db.backends.postgresql",
+        "NAME": unquote(parts.path.lstrip("/")) or "storyteller",
+        "USER": unquote(parts.username or ""),
+        "PASSWORD": unquote(parts.password or ""),
+        "HOST": unquote(parts.hostname or ""),
+        "PORT": str(port or ""),
+        "OPTIONS": dict(parse_qsl(parts.query)),
+        # As SQLite's: a connection per thread kept a minute, checked before reuse, since a server
+        # restart or an idle timeout between turns would otherwise surface as the next turn's error.
+        "CONN_MAX_AGE": 60,
+        "CONN_HEALTH_CHECKS": True,
+    }
+
+
+DATABASES = {"default": _env_database()}
 
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
@@ -270,9 +312,10 @@ STORYTELLER_MEMORY_TOP_K = _env_count("STORYTELLER_MEMORY_TOP_K", 5)
 # slow machine with a small model it costs a model call or two a turn in the background (bench "minds").
 STORYTELLER_RECORD_MINDS = _env_bool("STORYTELLER_RECORD_MINDS", True)
 # Issue 31: several processes share the work (Daphne processes behind one proxy, task workers). Each turn and
-# lorebook change then also holds a row in the database (campaigns.playing), which the others read: a change on
-# one process is refused during a turn on another, and a worker's model calls give way to any process's turn.
-# Off for one process, which keeps all of it in memory and pays nothing. On by default with a Redis channel layer.
+# each table socket then also hold a row in the database, which the others read: a worker's model calls give way
+# to any process's turn (campaigns.playing, llm.priority), and a table's panel shows who is here and typing through
+# every process (table_rounds). Off for one process, which keeps it in memory and pays nothing. On by default with
+# a Redis channel layer (which is what several processes need first).
 STORYTELLER_SHARED_PLAYING = _env_bool("STORYTELLER_SHARED_PLAYING", bool(os.environ.get("STORYTELLER_REDIS_URL")))
 
 # What a person's pages need whichever process answers them (issue 31: drafts kept for the next turn, an import's

@@ -1,8 +1,7 @@
 """``shared``: what sharing turns between processes costs (issue 31): the guard's rows, the poll, the pause.
 
-With ``STORYTELLER_SHARED_PLAYING`` each turn and lorebook change writes a
-``campaigns.Playing`` row and a worker's background model calls ask for
-live turn rows (``campaigns.playing``, ``llm.priority``). Measured here: a
+With ``STORYTELLER_SHARED_PLAYING`` each turn writes a ``campaigns.Playing``
+row and a worker's background model calls ask for live turn rows (``campaigns.playing``, ``llm.priority``). Measured here: a
 turn's guard in one process (memory only, today's path) and with the rows,
 the question a background call asks every ``POLL_SECONDS``, and — with a
 real second process playing the turns — how long a worker's call goes on
@@ -59,8 +58,6 @@ def run(sizes, repeat):
                            "two commits: < 15 ms on SQLite" if shared else "unchanged: memory only"))
     settings.STORYTELLER_SHARED_PLAYING = True
     try:
-        rows.append(figure("lore change, shared rows", "enter + leave", [_timed_change(campaign.pk)
-                                                                      for _ in range(repeat)], "two commits: < 15 ms on SQLite"))
         rows.append(figure("turn elsewhere? (the poll)", f"every {priority.POLL_SECONDS} s per call",
                            [_timed(playing.anywhere) for _ in range(repeat)], "< 1 ms"))
         rows.append(figure("worker call goes on after a turn elsewhere", "second process", _pauses(campaign.pk),
@@ -84,13 +81,6 @@ def _timed_turn(campaign_id):
         return time.perf_counter() - started
 
     return asyncio.run(turn())
-
-
-def _timed_change(campaign_id):
-    started = time.perf_counter()
-    with playing.lore_change(campaign_id):
-        pass
-    return time.perf_counter() - started
 
 
 def _pauses(campaign_id):
