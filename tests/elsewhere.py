@@ -17,6 +17,8 @@ import textwrap
 import threading
 from pathlib import Path
 
+import pytest
+from asgiref.sync import sync_to_async
 from django.db import connections
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -92,3 +94,11 @@ def run_elsewhere(code, **env):
         if line is not None:
             lines.append(line)
     return lines
+
+
+@pytest.fixture
+async def thread_connections_closed():
+    """Close the connection of the thread ``sync_to_async`` runs the database on, after the test: PostgreSQL
+    keeps a test database with a session open from being dropped."""
+    yield
+    await sync_to_async(connections.close_all)()

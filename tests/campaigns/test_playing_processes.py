@@ -16,9 +16,9 @@ from django.utils import timezone
 
 from campaigns import playing
 from campaigns.models import Playing
-from tests.elsewhere import Elsewhere
+from tests.elsewhere import Elsewhere, thread_connections_closed  # noqa: F401 - a fixture
 
-pytestmark = pytest.mark.django_db(transaction=True)
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("thread_connections_closed")]
 
 SHARED = {"STORYTELLER_SHARED_PLAYING": "1"}
 

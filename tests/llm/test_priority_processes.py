@@ -14,10 +14,10 @@ import pytest
 from storyteller.llm import priority
 from storyteller.steps import postturn
 from tests.campaigns.test_playing_processes import SHARED, TURN
-from tests.elsewhere import Elsewhere
+from tests.elsewhere import Elsewhere, thread_connections_closed  # noqa: F401 - a fixture
 from tests.llm.test_priority import Model, until
 
-pytestmark = pytest.mark.django_db(transaction=True)
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("thread_connections_closed")]
 
 
 async def in_background(model):

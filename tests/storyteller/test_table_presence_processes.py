@@ -13,10 +13,10 @@ from django.utils import timezone
 
 from campaigns.models import Seat, TablePresence
 from storyteller import table_rounds
-from tests.elsewhere import Elsewhere
+from tests.elsewhere import Elsewhere, thread_connections_closed  # noqa: F401 - a fixture
 from tests.storyteller.test_table_rounds import actions_of, close, head_nodes, make_table, table_of
 
-pytestmark = pytest.mark.django_db(transaction=True)
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("thread_connections_closed")]
 
 SHARED = {"STORYTELLER_SHARED_PLAYING": "1"}
 
@@ -72,7 +72,7 @@ async def test_the_round_waits_for_a_player_here_through_another_process(owner, 
 
 
 async def test_a_socket_of_a_process_that_died_stops_counting_after_its_lease(owner, shared):
-    campaign, people = await make_table(owner)
+    campaign, _ = await make_table(owner)
     mara = await Seat.objects.aget(campaign=campaign, character="mara")
     other = Elsewhere(ELSEWHERE, **SHARED)
     other.tell(f"{campaign.pk} {mara.pk}")
