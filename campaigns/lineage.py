@@ -55,7 +55,7 @@ class Path:
     def sql(self):
         """Return (SQL, parameters): ``clause`` written out, for reads the ORM takes longer to build than to run."""
         if not self.segments:
-            return "0", []
+            return "1 = 0", []  # false on both backends (PostgreSQL has no integer truth)
         sql = " OR ".join(["(branch_id = %s AND depth > %s AND depth <= %s)"] * len(self.segments))
         return sql, [value for s in self.segments for value in (s.branch_id, s.low, s.high)]
 

@@ -25,6 +25,8 @@ from datetime import timedelta
 from django.db import connection, transaction
 from django.utils import timezone
 
+from storyteller import vendors
+
 # No transaction of an import may hold the lock longer than this (issue 22). Batches aim at an eighth of it:
 # on two cores shared with other work (load average 7) a 50 ms batch was once descheduled to 271 ms.
 BATCH_SECONDS = 0.2
@@ -75,7 +77,7 @@ def transact(write, writes=None, rows=1):
     the pages it wrote.
     """
     # Only outside any transaction of the caller's (a test's own): a checkpoint cannot run inside one.
-    sqlite = connection.vendor == "sqlite" and not connection.in_atomic_block
+    sqlite = vendors.is_sqlite() and not connection.in_atomic_block
     if sqlite:
         _pragma("PRAGMA wal_autocheckpoint = 0")
     started, working = time.perf_counter(), time.thread_time()

@@ -22,7 +22,7 @@ import numpy as np
 from asgiref.sync import async_to_sync, sync_to_async
 from django.db import connection
 
-from storyteller import llm
+from storyteller import llm, vendors
 
 from .importer import embedding_model, prefixes
 from .models import Passage, Source
@@ -293,7 +293,9 @@ def _lexical(campaign_id, terms, exclude_always_included):
     crowd the window, the full query with the conditions inside it runs
     instead, so isolation never costs recall.
     """
-    expression = " OR ".join(_quoted(term) for term in terms)
+    if vendors.is_postgres():
+        return _lexical_postgres(campaign_id, terms, exclude_always_included)
+    expression = vendors.fts5_any(terms)
     with connection.cursor() as cursor:
         cursor.execute(
             "SELECT rowid, rank FROM knowledge_passage_fts WHERE knowledge_passage_fts MATCH %s "
@@ -313,6 +315,26 @@ def _lexical(campaign_id, terms, exclude_always_included):
             ORDER BY bm25(knowledge_passage_fts), p.id
             LIMIT %s
         """, [expression, campaign_id, LEXICAL_CANDIDATES])
+        return cursor.fetchall()
+
+
+def _lexical_postgres(campaign_id, terms, exclude_always_included):
+    """``_lexical`` on PostgreSQL: one statement, the campaign's conditions beside the GIN index's match.
+
+    ts_rank_cd (cover density) stands for bm25: larger is better, no fixed range, divided by the best admitted
+    score in ``rank`` like bm25's. FTS5's window before the join is not needed: PostgreSQL's planner filters
+    the matches by campaign and source itself.
+    """
+    query, params = vendors.tsquery_any(terms)
+    with connection.cursor() as cursor:
+        cursor.execute(f"""
+            SELECT p.id, p.source_id, ts_rank_cd(p.search, q.query) AS score
+            FROM knowledge_passage p JOIN knowledge_source s ON s.id = p.source_id, (SELECT {query} AS query) q
+            WHERE p.search @@ q.query AND p.campaign_id = %s AND s.enabled AND s.lexical_state = 'ready'
+                  {"AND NOT s.always_include" if exclude_always_included else ""}
+            ORDER BY score DESC, p.id
+            LIMIT %s
+        """, [*params, campaign_id, LEXICAL_CANDIDATES])
         return cursor.fetchall()
 
 

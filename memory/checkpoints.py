@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from django.db import connection
 
 from campaigns.models import REASON_CHARS, StateRecord
-from storyteller import tokens
+from storyteller import tokens, vendors
 
 from .models import SUMMARY_CHARS, Checkpoint, CheckpointRun
 
@@ -149,15 +149,19 @@ def source_hash(path, end, stable_prefix_hash):
     # SQLite joins the rows (in the subquery's depth order) and Python hashes one string: reading 5,000 rows
     # into Python objects cost ten times as much (bench "checkpoint"). Each text is preceded by its length, so
     # no text can pass for the fields after it; a different join order could only fail a check, never pass one.
+    # Booleans as 0/1 on both backends, so one history hashes alike on SQLite and PostgreSQL.
+    us = vendors.char(31)
     with connection.cursor() as cursor:
         cursor.execute(
-            "SELECT group_concat(id || char(31) || branch_id || char(31) || depth || char(31) || role || char(31) "
-            f"|| mode || char(31) || length(text) || char(31) || text, char(30)) FROM ({sql})", params)
+            "SELECT " + vendors.group_concat(
+                f"id || {us} || branch_id || {us} || depth || {us} || role || {us} || mode || {us} || length(text)"
+                f" || {us} || text", 30) + f" FROM ({sql}) AS covered", params)
         joined = cursor.fetchone()[0] or ""
         cursor.execute(
-            "SELECT group_concat(id || char(31) || depth || char(31) || slot || char(31) || length(value) || char(31)"
-            f" || value || char(31) || narrator_only || char(31) || retracted, char(30)) FROM ({events_sql})",
-            events_params)
+            "SELECT " + vendors.group_concat(
+                f"id || {us} || depth || {us} || slot || {us} || length(value) || {us} || value || {us}"
+                f" || CAST(narrator_only AS integer) || {us} || CAST(retracted AS integer)", 30)
+            + f" FROM ({events_sql}) AS covered", events_params)
         recorded = cursor.fetchone()[0] or ""
     return hashlib.sha256(f"{header}\x1e{joined}\x1d{recorded}".encode()).hexdigest()
 

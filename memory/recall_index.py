@@ -28,6 +28,9 @@ from django.db import connection, transaction
 from django.db.models import Count, Max
 from django.utils import timezone
 
+from storyteller import vendors
+
+from .models import RecallItem, RecallPin, RecallSync, RecallUse, RecallVector
 from .ranking import semantic_scores
 from .recall import (
     ASSOCIATE,
@@ -42,7 +45,6 @@ from .recall import (
     semantic_floor,
     terms,
 )
-from .models import RecallItem, RecallPin, RecallSync, RecallUse, RecallVector
 
 # The situation's words sent to FTS5, first seen first: a long scene adds only cost.
 MAX_QUERY_TERMS = 32
@@ -293,8 +295,16 @@ def search_words(campaign_id, owner, text, *, pool=None):
     query_terms = query_terms[:MAX_QUERY_TERMS]
     if not query_terms:
         return {}
-    expression = f'scope:"{scope_token(campaign_id, owner)}" AND (' + " OR ".join(
-        '"' + term.replace('"', '""') + '"' for term in query_terms) + ")"
+    if vendors.is_postgres():
+        # The owner's rows by their columns (the recall_eligibility index), not a scope token; ts_rank_cd stands
+        # for bm25 (both: larger is better, and rank() divides by the best).
+        query, params = vendors.tsquery_any(query_terms)
+        with connection.cursor() as cursor:
+            cursor.execute(f"SELECT r.id, ts_rank_cd(r.search, q.query) FROM {RecallItem._meta.db_table} r,"
+                           f" (SELECT {query} AS query) q WHERE r.campaign_id = %s AND r.owner = %s"
+                           " AND r.search @@ q.query", [*params, campaign_id, owner])
+            return dict(cursor.fetchall())
+    expression = f'scope:"{scope_token(campaign_id, owner)}" AND (' + vendors.fts5_any(query_terms) + ")"
     with connection.cursor() as cursor:
         # The scope column weighs nothing: every row of the owner holds its token.
         cursor.execute("SELECT rowid, -bm25(memory_recallitem_fts, 1.0, 1.0, 1.0, 1.0, 0.0) "

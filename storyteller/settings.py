@@ -233,26 +233,68 @@ STORYTELLER_TASK_LEASE = _env_seconds("STORYTELLER_TASK_LEASE", 30.0)
 # SQLite in WAL mode so readers never wait for the writer; IMMEDIATE
 # transactions take the write lock up front, so two turns committing at once
 # queue on the busy timeout instead of failing with "database is locked" halfway.
-DATABASES = {
-    "default": {
-        "ENGINE": "django.db.backends.sqlite3",
-        "NAME": DATA_DIR / "storyteller.sqlite3",
-        "OPTIONS": {
-            "transaction_mode": "IMMEDIATE",
-            "timeout": 10,
-            "init_command": (
-                "PRAGMA journal_mode=WAL;"
-                "PRAGMA synchronous=NORMAL;"
-                "PRAGMA foreign_keys=ON;"
-            ),
-        },
-        "TEST": {"NAME": DATA_DIR / "test-storyteller.sqlite3"},
-        # Keep each thread's connection for a minute: channels closes an expired one around every
-        # database_sync_to_async call, and opening SQLite again (WAL pragma, schema) cost 1.3 ms each,
-        # four times before a turn's chat request (bench "overhead").
-        "CONN_MAX_AGE": 60,
-    }
+SQLITE_DATABASE = {
+    "ENGINE": "django.db.backends.sqlite3",
+    "NAME": DATA_DIR / "storyteller.sqlite3",
+    "OPTIONS": {
+        "transaction_mode": "IMMEDIATE",
+        "timeout": 10,
+        "init_command": (
+            "PRAGMA journal_mode=WAL;"
+            "PRAGMA synchronous=NORMAL;"
+            "PRAGMA foreign_keys=ON;"
+        ),
+    },
+    "TEST": {"NAME": DATA_DIR / "test-storyteller.sqlite3"},
+    # Keep each thread's connection for a minute: channels closes an expired one around every
+    # database_sync_to_async call, and opening SQLite again (WAL pragma, schema) cost 1.3 ms each,
+    # four times before a turn's chat request (bench "overhead").
+    "CONN_MAX_AGE": 60,
 }
+
+
+def _env_database():
+    """Return the database STORYTELLER_DATABASE_URL (or DATABASE_URL) names, or SQLite in the data folder.
+
+    Only PostgreSQL is read from a URL (postgres://user:password@host:port/name?sslmode=...): several
+    server processes share one, where SQLite serves one process on one machine (issue 31). The query
+    string's parameters go to libpq as they are (sslmode, connect_timeout, application_name ...).
+    """
+    from urllib.parse import parse_qsl, unquote, urlsplit
+
+    name = "STORYTELLER_DATABASE_URL" if os.environ.get("STORYTELLER_DATABASE_URL", "").strip() else "DATABASE_URL"
+    value = os.environ.get(name, "").strip()
+    if not value:
+        return SQLITE_DATABASE
+    parts = urlsplit(value)
+    if parts.scheme not in {"postgres", "postgresql"}:
+        from django.core.exceptions import ImproperlyConfigured
+
+        raise ImproperlyConfigured(
+            f"{name} must be a PostgreSQL URL such as postgres://user:password@127.0.0.1:5432/storyteller "
+            f"(its scheme is {parts.scheme or 'missing'!r}); leave it unset to keep the SQLite database.")
+    try:
+        port = parts.port
+    except ValueError:
+        from django.core.exceptions import ImproperlyConfigured
+
+        raise ImproperlyConfigured(f"{name} has a port that is not a number.") from None
+    return {
+        "ENGINE": "django.db.backends.postgresql",
+        "NAME": unquote(parts.path.lstrip("/")) or "storyteller",
+        "USER": unquote(parts.username or ""),
+        "PASSWORD": unquote(parts.password or ""),
+        "HOST": unquote(parts.hostname or ""),
+        "PORT": str(port or ""),
+        "OPTIONS": dict(parse_qsl(parts.query)),
+        # As SQLite's: a connection per thread kept a minute, checked before reuse, since a server
+        # restart or an idle timeout between turns would otherwise surface as the next turn's error.
+        "CONN_MAX_AGE": 60,
+        "CONN_HEALTH_CHECKS": True,
+    }
+
+
+DATABASES = {"default": _env_database()}
 
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 

@@ -4,7 +4,7 @@ Every module of the four apps is parsed with ``ast`` — nothing is imported —
 and each ``import`` and ``from … import``, at the top or inside a function,
 is an arrow from the module to the module it names. Dependencies point one
 way: ``storyteller`` (the pipeline) -> ``memory``, ``knowledge`` ->
-``campaigns``; ``storyteller.llm`` and ``storyteller.tokens`` are leaves any
+``campaigns``; ``storyteller.llm``, ``storyteller.tokens`` and ``storyteller.vendors`` are leaves any
 app may use, and import nothing of ours beyond themselves. No two modules
 import each other, however far round: a circle is a room drawn wrong.
 """
@@ -14,7 +14,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 APPS = ("campaigns", "memory", "knowledge", "storyteller")
-LEAVES = ("storyteller.llm", "storyteller.tokens")
+LEAVES = ("storyteller.llm", "storyteller.tokens", "storyteller.vendors")
 # Which apps each app may import (beside itself and the leaves).
 MAY_IMPORT = {"storyteller": {"memory", "knowledge", "campaigns"}, "memory": {"campaigns"},
               "knowledge": {"campaigns"}, "campaigns": set()}

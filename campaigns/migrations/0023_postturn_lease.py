@@ -7,7 +7,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('campaigns', '0021_table_rounds'),
+        ('campaigns', '0022_postgres_search_config'),
     ]
 
     operations = [

@@ -18,6 +18,8 @@ from django.db import connection
 from django.db.models import F, Window
 from django.db.models.functions import RowNumber
 
+from storyteller import vendors
+
 from ..models import CanonRule, StateEvent, StateRecord
 
 User = get_user_model()
@@ -556,7 +558,7 @@ def _fold_focus(path, focus, place):
     # Facts about no one have an empty subject, so "" joins the focus here.
     parts = [f"SELECT slot FROM {table} WHERE campaign_id = %s AND kind IN ({kinds}) AND subject IN ({named}, %s)",
              f"SELECT slot FROM {table} WHERE campaign_id = %s AND kind = 'relationship'"
-             f" AND json_extract(data, '$.object') IN ({named})"]
+             f" AND {vendors.json_text('data', 'object')} IN ({named})"]
     params = [campaign, *SUBJECT_KINDS, *keys, "", campaign, *keys]
     if place:
         # Anyone ever placed there is a candidate; the fold keeps who is there now.

@@ -7,6 +7,8 @@ index holds only what search needs. porter over unicode61 so "drives" finds
 
 from django.db import migrations
 
+from storyteller.vendors import SQLITE, RunSQLOn
+
 CREATE = [
     """
     CREATE VIRTUAL TABLE knowledge_passage_fts USING fts5(
@@ -49,4 +51,4 @@ DROP = [
 class Migration(migrations.Migration):
     dependencies = [("knowledge", "0001_initial")]
 
-    operations = [migrations.RunSQL(sql=CREATE, reverse_sql=DROP)]
+    operations = [RunSQLOn(SQLITE, sql=CREATE, reverse_sql=DROP)]

@@ -3,6 +3,7 @@
 import django.db.models.deletion
 from django.db import migrations, models
 
+from storyteller.vendors import SQLITE, RunSQLOn
 
 # The recall items' full-text index: FTS5, external content, kept in step by triggers (as
 # knowledge/migrations/0002_passage_fts.py). porter over unicode61 like the passages; unicode61 keeps a
@@ -133,5 +134,5 @@ class Migration(migrations.Migration):
             model_name='recallvector',
             index=models.Index(fields=['campaign', 'owner', 'model', 'created_at'], name='recall_vector_stamp'),
         ),
-        migrations.RunSQL(sql=CREATE_FTS, reverse_sql=DROP_FTS),
+        RunSQLOn(SQLITE, sql=CREATE_FTS, reverse_sql=DROP_FTS),
     ]

@@ -25,7 +25,7 @@ from campaigns.models import CharacterCard
 from knowledge import keyed, lorebooks
 from knowledge.models import Source
 
-from .. import tokens
+from .. import tokens, vendors
 from . import knowledge, layers
 from .layers import DYNAMIC_TAIL, Section
 
@@ -95,7 +95,7 @@ def _anchor(path):
     if segment is None:
         return 0, {}
     with connection.cursor() as cursor:
-        cursor.execute("SELECT n.id, json_extract(s.report, '$.lorebook.timers') FROM campaigns_node n "
+        cursor.execute(f"SELECT n.id, {vendors.json_text('s.report', 'lorebook', 'timers')} FROM campaigns_node n "
                        "LEFT JOIN campaigns_contextsnapshot s ON s.node_id = n.id "
                        "WHERE n.campaign_id = %s AND n.branch_id = %s AND n.depth = %s",
                        [path.campaign_id, segment.branch_id, path.head_depth])

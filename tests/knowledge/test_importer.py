@@ -8,12 +8,17 @@ from django.db import connection, IntegrityError
 from knowledge import chunking
 from knowledge.importer import MAX_BYTES, DuplicateSource, ImportRefused, embed_source, import_source
 from knowledge.models import Passage, Source
+from storyteller import vendors
 from tests.knowledge.conftest import import_fixture, read_fixture
 
 
 def fts_rows():
+    """The passages the full-text index holds: FTS5's rows on SQLite, non-empty generated tsvectors on PostgreSQL."""
     with connection.cursor() as cursor:
-        cursor.execute("SELECT count(*) FROM knowledge_passage_fts_docsize")
+        if vendors.is_postgres():
+            cursor.execute("SELECT count(*) FROM knowledge_passage WHERE search != ''::tsvector")
+        else:
+            cursor.execute("SELECT count(*) FROM knowledge_passage_fts_docsize")
         return cursor.fetchone()[0]
 
 

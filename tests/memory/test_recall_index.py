@@ -15,6 +15,7 @@ from django.db import connection
 from campaigns import lineage, story
 from memory import recall, recall_index
 from memory.models import RecallItem, RecallPin, RecallUse, RecallVector
+from storyteller import vendors
 from tests.campaigns.test_lineage import act
 
 DAY = recall.DAY_MS
@@ -231,6 +232,12 @@ def test_a_cjk_word_finds_its_sentence_through_the_pairs_and_unicode61_alone_mis
     assert list(recall_index.search_words(campaign.pk, "mara", "茶壶")) == [pk]
     assert texts(at_head(campaign, "mara", "茶壶在哪")) == ["她把钥匙藏在茶壶里"]
     with connection.cursor() as cursor:
+        if vendors.is_postgres():
+            # Negative control: PostgreSQL's parser, like unicode61, keeps the Han run as one word.
+            cursor.execute("SELECT to_tsvector('storyteller', %s) @@ phraseto_tsquery('storyteller', %s)",
+                           ["她把钥匙藏在茶壶里", "茶壶"])
+            assert cursor.fetchone() == (False,)
+            return
         # Negative control: the same query on the text column, which unicode61 alone tokenised.
         cursor.execute("SELECT rowid FROM memory_recallitem_fts WHERE memory_recallitem_fts MATCH %s",
                        ['text:"茶壶"'])

@@ -26,6 +26,8 @@ from dataclasses import dataclass, field
 
 from django.db import connection
 
+from storyteller import vendors
+
 from ...models import StateEvent, StateRecord
 from .. import selection
 from ..reading import PROTAGONIST, PROTAGONIST_ALIASES, normalize, protagonist_name
@@ -186,7 +188,7 @@ def _read(path, campaign, version):
     for alias in (name, *([name.split()[0]] if len(name.split()) > 1 else []), *PROTAGONIST_ALIASES):
         reader.names.setdefault(normalize(alias), PROTAGONIST)
     minds = Minds()
-    rows = sorted((row for row in _rows(campaign, "1", []) if path.contains(row[2], row[1])), key=_order)
+    rows = sorted((row for row in _rows(campaign, "1 = 1", []) if path.contains(row[2], row[1])), key=_order)
     for row in rows:
         for step in reader.steps(row, minds):
             minds.apply(step)
@@ -217,11 +219,11 @@ def _rows(campaign, where, params):
     kinds = ", ".join(["%s"] * len(KINDS))
     sql = (f"SELECT r.id, r.depth, r.branch_id, r.kind, r.subject, r.value,"
            f" CASE WHEN r.kind = 'holder' THEN '{{}}' ELSE r.data END, r.retracted,"
-           f" json_extract(e.payload, '$.type'), json_extract(e.payload, '$.subject'),"
-           f" json_extract(e.payload, '$.data.unseen'), e.source"
+           f" {vendors.json_text('e.payload', 'type')}, {vendors.json_text('e.payload', 'subject')},"
+           f" {vendors.json_flag('e.payload', 'data', 'unseen')}, e.source"
            f" FROM {records} r INNER JOIN {events} e ON r.event_id = e.id"
            f" WHERE r.campaign_id = %s AND r.kind IN ({kinds})"
-           f" AND (r.kind != 'entity' OR json_extract(r.data, '$.kind') = 'character') AND {where}")
+           f" AND (r.kind != 'entity' OR {vendors.json_text('r.data', 'kind')} = 'character') AND {where}")
     with connection.cursor() as cursor:
         cursor.execute(sql, [campaign.pk, *KINDS, *params])
         return [(*row[:6], _EMPTY if row[6] == "{}" else json.loads(row[6]), bool(row[7]), row[8] or "",
