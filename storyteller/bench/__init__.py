@@ -12,7 +12,7 @@ the prefix-reuse test.
 """
 
 from . import (branches, builtin, checkpoint, imports, knowledge, limits, memory, minds, model_work, overhead, page,
-               recording, replay, rules, state, table, tavern, turn, turn_first, view, voices, world)
+               processes, recording, replay, rules, state, table, tavern, turn, turn_first, view, voices, world)
 
 BENCHMARKS = {
     "turn": turn.run,
@@ -37,6 +37,8 @@ BENCHMARKS = {
     "replay": replay.run,
     "view": view.run,
     "table": table.run,
+    "processes": processes.run,
 }
-# Run only when named: minutes of the built-in model (or of 440 turns played), not milliseconds of the app.
-SLOW = {"recording", "builtin", "model-work"}
+# Run only when named: minutes of the built-in model (or of 440 turns played, or of many processes), not milliseconds
+# of the app.
+SLOW = {"recording", "builtin", "model-work", "processes"}

@@ -11,8 +11,10 @@ folder (a pipe nobody reads fills and blocks its writer). A process may be
 killed with SIGKILL mid-work, as a crash or the OOM killer would.
 """
 
+import contextlib
 import json
 import os
+import secrets
 import shutil
 import signal
 import subprocess
@@ -20,6 +22,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from urllib.parse import urlsplit, urlunsplit
 
 import httpx
 
@@ -46,8 +49,55 @@ print(json.dumps({name: person(name, title) for name, title in json.loads(%r)}))
 """
 
 
+def __getattr__(name):
+    """``observed``: the app's ASGI application, each table round's outcome (its phase, its commit's
+    milliseconds) appended as a JSON line to the file ``STORYTELLER_ROUNDS_LOG`` names, for a bench to read from
+    another process. Made when Daphne asks for it, so importing this module sets nothing up."""
+    if name != "observed":
+        raise AttributeError(name)
+    from storyteller import table_rounds
+    from storyteller.asgi import application
+
+    path = os.environ["STORYTELLER_ROUNDS_LOG"]
+
+    def observe(outcome):
+        with open(path, "a", encoding="utf-8") as file:
+            file.write(json.dumps({key: outcome.get(key) for key in ("phase", "commit_ms", "error")}) + "\n")
+
+    table_rounds.observers.append(observe)
+    return application
+
+
+def postgres_url():
+    """Return the PostgreSQL server the environment names (STORYTELLER_DATABASE_URL or DATABASE_URL), or ""."""
+    url = (os.environ.get("STORYTELLER_DATABASE_URL") or os.environ.get("DATABASE_URL") or "").strip()
+    return url if url.startswith(("postgres://", "postgresql://")) else ""
+
+
+@contextlib.contextmanager
+def fresh_database():
+    """Yield the environment that puts a cluster on a database of its own: a new PostgreSQL database on the
+    server the environment names (dropped after), or {} for SQLite in the cluster's data folder."""
+    url = postgres_url()
+    if not url:
+        yield {}
+        return
+    import psycopg
+
+    name = f"storyteller_mp_{secrets.token_hex(4)}"
+    with psycopg.connect(url, autocommit=True) as admin:
+        admin.execute(f'CREATE DATABASE "{name}"')
+    try:
+        yield {"STORYTELLER_DATABASE_URL": urlunsplit(urlsplit(url)._replace(path=f"/{name}")), "DATABASE_URL": ""}
+    finally:
+        with psycopg.connect(url, autocommit=True) as admin:
+            admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
 class Cluster:
     """``daphnes`` Daphne processes and ``workers`` post-turn workers of the real app over one database."""
+
+    application = "storyteller.asgi:application"
 
     def __init__(self, llm_url, env, *, daphnes=2, workers=2, lease=3.0, folder=None):
         self.llm_url = llm_url
@@ -72,8 +122,8 @@ class Cluster:
                 self.start_daphne(index)
             for index in range(self.workers_wanted):
                 self.start_worker(index)
-            for port in self.daphnes:
-                self._wait_for(port)
+            for index, port in enumerate(self.daphnes):
+                self._wait_for(index, port)
         except BaseException:
             self.__exit__(None, None, None)
             raise
@@ -100,7 +150,7 @@ class Cluster:
             self.daphnes.append(free_port())
         port = self.daphnes[index]
         self._start(f"daphne-{index}", [sys.executable, "-m", "daphne", "-b", "127.0.0.1", "-p", str(port),
-                                        "storyteller.asgi:application"])
+                                        self.application])
         return port
 
     def start_worker(self, index):
@@ -147,7 +197,7 @@ class Cluster:
         self.logs.append(log)
         self.processes[name] = subprocess.Popen(command, cwd=ROOT, env=self.env, stdout=log, stderr=subprocess.STDOUT)
 
-    def _wait_for(self, port, seconds=30):
+    def _wait_for(self, index, port, seconds=60):
         deadline = time.monotonic() + seconds
         while time.monotonic() < deadline:
             try:
@@ -155,4 +205,4 @@ class Cluster:
                 return
             except httpx.HTTPError:
                 time.sleep(0.2)
-        raise RuntimeError(f"Daphne on port {port} did not start")
+        raise RuntimeError(f"Daphne on port {port} did not start: {self.output(f'daphne-{index}')[-2000:]}")

@@ -11,12 +11,12 @@ Redis skips them, saying why.
 """
 
 import os
-import secrets
 import socket
-from urllib.parse import urlsplit, urlunsplit
+from urllib.parse import urlsplit
 
 import pytest
 
+from storyteller.diagnostics import processes
 from storyteller.llm.fake_server import FakeModelServer
 
 
@@ -42,21 +42,8 @@ def redis_url():
 @pytest.fixture
 def database_env():
     """Return the environment that puts every process of a cluster on one fresh database."""
-    url = (os.environ.get("STORYTELLER_DATABASE_URL") or os.environ.get("DATABASE_URL") or "").strip()
-    if not url.startswith(("postgres://", "postgresql://")):
-        yield {}  # SQLite, in the cluster's own data folder
-        return
-    import psycopg
-
-    name = f"storyteller_mp_{secrets.token_hex(4)}"
-    with psycopg.connect(url, autocommit=True) as admin:
-        admin.execute(f'CREATE DATABASE "{name}"')
-    parts = urlsplit(url)
-    try:
-        yield {"STORYTELLER_DATABASE_URL": urlunsplit(parts._replace(path=f"/{name}")), "DATABASE_URL": ""}
-    finally:
-        with psycopg.connect(url, autocommit=True) as admin:
-            admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+    with processes.fresh_database() as env:
+        yield env
 
 
 @pytest.fixture

@@ -154,7 +154,7 @@ class _Overlap:
 
     def reply(self, messages, schema):
         if schema is None:
-            return None
+            return
         found = re.search(r"Rain falls on (\w+)'s harbour", " ".join(str(m.get("content")) for m in messages))
         key = found.group(1) if found else "?"
         with self.lock:
@@ -166,7 +166,7 @@ class _Overlap:
         with self.lock:
             self.now[key] -= 1
             self.total -= 1
-        return None
+        return
 
     def embed(self, text):
         from storyteller.llm.fake_server import vector_for
@@ -208,13 +208,13 @@ class _Stall:
 
     def reply(self, messages, schema):
         if schema is None:
-            return None
+            return
         with self.lock:
             self.asked += 1
             first = self.asked == 1
         if first:
             self.release.wait(60)
-        return None
+        return
 
     def embed(self, text):
         from storyteller.llm.fake_server import vector_for
