@@ -88,6 +88,9 @@ IMPORTED = "imported"
 BROUGHT_IN = ("This reply was brought in from another tool and is not read into the world state; the Cast panel "
               "can read the story in.")
 
+# How often settle() reads the queue while another process runs a campaign's steps.
+SETTLE_POLL_SECONDS = 0.2
+
 _queues: dict[int, deque] = {}
 _workers: dict[int, asyncio.Task] = {}
 _running: dict[int, Step] = {}  # the step each campaign's worker is in
@@ -158,12 +161,20 @@ def run_queued(context, campaign_id, node_id):
 
 
 async def settle(campaign_id=None):
-    """Wait until the post-turn work of ``campaign_id`` (or of every campaign) in this loop is done."""
+    """Wait until the post-turn work of ``campaign_id`` (or of every campaign) in this loop is done.
+
+    With the steps in worker processes, the work of this loop is queuing; for
+    one campaign (a replay waits for each reply's recording before the next
+    turn) it also waits until its tasks have run, reading the queue's rows.
+    """
     loop = asyncio.get_running_loop()
     workers = [w for key, w in list(_workers.items())
                if (campaign_id is None or key == campaign_id) and w.get_loop() is loop and not w.done()]
     if workers:
         await asyncio.gather(*workers, return_exceptions=True)
+    if campaign_id is not None and queued.enabled():
+        while await database_sync_to_async(queued.current)(run_queued, campaign_id) is not None:
+            await asyncio.sleep(SETTLE_POLL_SECONDS)
 
 
 async def _work(campaign_id):

@@ -9,6 +9,7 @@ once; the play page reads what runs from the database. Real worker processes,
 killed with SIGKILL, are in tests/multiprocess.
 """
 
+import asyncio
 import time
 from datetime import timedelta
 
@@ -201,3 +202,25 @@ def test_the_play_page_says_which_step_a_worker_elsewhere_runs_and_not_after_it_
     PostTurnLease.objects.filter(campaign=campaign).update(beat_at=timezone.now() - timedelta(seconds=5))
     page = status_of(client_of, campaign)
     assert recorder.STEP.doing not in page and "Getting to the last reply" in page, "its task waits for a retry"
+
+
+async def test_settling_a_campaign_waits_for_its_tasks_to_run_in_a_worker(settings, campaign, queue):
+    from asgiref.sync import sync_to_async
+
+    await sync_to_async(act)(campaign, "open the gate")
+    node = await sync_to_async(head)(campaign)
+    await postturn.schedule(campaign.pk, node.pk)
+    worker = asyncio.get_running_loop().run_in_executor(None, _work_in_thread)
+    await asyncio.wait_for(postturn.settle(campaign.pk), timeout=60)
+    assert await RecorderRun.objects.filter(node=node).aexists(), "settled only once the worker ran the steps"
+    await worker
+
+
+def _work_in_thread():
+    from django.db import connection
+
+    time.sleep(0.5)  # the settle is already waiting
+    try:
+        work()
+    finally:
+        connection.close()
