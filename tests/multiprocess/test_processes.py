@@ -144,39 +144,36 @@ def test_two_tabs_on_two_processes_sending_at_once_give_one_turn_and_one_refusal
         assert now["nodes"] == 3, "the opening and one turn: the refused one saved nothing"
 
 
-class _Overlap:
-    """The model server's narration and steps, counting each campaign's step requests in flight at once."""
+class _Steps:
+    """Which campaign each step request came from, and when it was answered (the server's stubs are asked under
+    its lock at the end of each request's ``json_delay``: each request was in flight for the delay before it)."""
 
-    def __init__(self, seconds):
-        self.seconds = seconds
+    def __init__(self):
         self.lock = threading.Lock()
-        self.now, self.most, self.total, self.most_total = {}, {}, 0, 0
+        self.answered = []
 
     def reply(self, messages, schema):
-        if schema is None:
-            return
-        found = re.search(r"Rain falls on (\w+)'s harbour", " ".join(str(m.get("content")) for m in messages))
-        key = found.group(1) if found else "?"
-        with self.lock:
-            self.now[key] = self.now.get(key, 0) + 1
-            self.total += 1
-            self.most[key] = max(self.most.get(key, 0), self.now[key])
-            self.most_total = max(self.most_total, self.total)
-        time.sleep(self.seconds)
-        with self.lock:
-            self.now[key] -= 1
-            self.total -= 1
-        return
+        if schema is not None:
+            found = re.search(r"Rain falls on (\w+)'s harbour", " ".join(str(m.get("content")) for m in messages))
+            with self.lock:
+                self.answered.append((time.monotonic(), found.group(1) if found else "?"))
 
     def embed(self, text):
         from storyteller.llm.fake_server import vector_for
 
         return vector_for(text)
 
+    def overlapping(self, delay, same):
+        """Return the pairs of requests in flight at once, of one campaign (``same``) or of two."""
+        answered = sorted(self.answered)
+        return [(a, b) for i, a in enumerate(answered) for b in answered[i + 1:]
+                if b[0] - a[0] < delay * 0.9 and (a[1] == b[1]) == same]
+
 
 def test_one_campaigns_post_turn_steps_never_run_twice_at_once_across_workers(redis_url, database_env):
-    overlap = _Overlap(0.6)
-    with FakeModelServer(stubs=overlap) as server, Cluster(server.url, database_env) as cluster:
+    steps, delay = _Steps(), 0.6
+    with FakeModelServer(stubs=steps) as server, Cluster(server.url, database_env) as cluster:
+        server.json_delay(delay)  # every step's request; the narration streams at once
         people = cluster.people("ann", "bob")
         ann, bob = cluster.socket(0, people["ann"]), cluster.socket(1, people["bob"])
         try:
@@ -190,62 +187,42 @@ def test_one_campaigns_post_turn_steps_never_run_twice_at_once_across_workers(re
             bob.close()
         mine = settled(cluster, people["ann"]["campaign"], 3)
         settled(cluster, people["bob"]["campaign"], 1)
-    assert overlap.most.get("ann") == 1 and overlap.most.get("bob") == 1, overlap.most
-    assert overlap.most_total == 2, "the two workers did run two campaigns' steps at once"
+    assert {key for _, key in steps.answered} == {"ann", "bob"}, steps.answered
+    assert steps.overlapping(delay, same=True) == [], "one campaign's step requests never in flight together"
+    assert steps.overlapping(delay, same=False), "the two workers did run two campaigns' steps at once"
     assert [node for node, _ in mine["recorded"]] == mine["replies"], "recorded in commit order"
     assert {status for _, status in mine["recorded"]} == {"applied"}
-    workers = {worker for task in mine["tasks"] for worker in task["workers"]}
-    assert workers == {"worker-0", "worker-1"}, "both workers took the campaign's tasks"
 
 
-class _Stall:
-    """Steps whose first model request hangs (until released), as a model reading a long prompt does."""
-
-    def __init__(self):
-        self.release = threading.Event()
-        self.asked = 0
-        self.lock = threading.Lock()
-
-    def reply(self, messages, schema):
-        if schema is None:
-            return
-        with self.lock:
-            self.asked += 1
-            first = self.asked == 1
-        if first:
-            self.release.wait(60)
-        return
-
-    def embed(self, text):
-        from storyteller.llm.fake_server import vector_for
-
-        return vector_for(text)
+def step_requests(server):
+    return sum(1 for r in server.requests if r.path == "/api/chat" and isinstance((r.body or {}).get("format"), dict))
 
 
-def test_a_worker_killed_mid_step_leaves_the_step_retried_and_nothing_half_applied(redis_url, database_env):
-    stall = _Stall()
-    with FakeModelServer(stubs=stall) as server, Cluster(server.url, database_env, lease=2.0) as cluster:
+def test_a_worker_killed_mid_step_leaves_the_step_retried_and_nothing_half_applied(
+        redis_url, database_env, model_server):
+    with Cluster(model_server.url, database_env, lease=2.0) as cluster:
         person = cluster.people("cat")["cat"]
+        model_server.json_delay(20)  # the recorder's request waits: the worker is killed while it does
         sock = cluster.socket(0, person)
         try:
             assert played(sock, "open the gate")[1] == "committed"
         finally:
             sock.close()
         deadline = time.monotonic() + 30
-        while not stall.asked and time.monotonic() < deadline:
+        while not step_requests(model_server) and time.monotonic() < deadline:
             time.sleep(0.1)
         now = state(cluster, person["campaign"])
         assert now["lease"]["step"] == "Recording" and now["tasks"][0]["status"] == "RUNNING", now
         holder = now["tasks"][0]["workers"][-1]
         cluster.kill(holder)  # in the recorder's model call
-        stall.release.set()
+        model_server.json_delay(0)
         done = settled(cluster, person["campaign"], 1)
     task = done["tasks"][0]
     survivor = {"worker-0": "worker-1", "worker-1": "worker-0"}[holder]
     assert task["status"] == "SUCCESSFUL" and task["workers"] == [holder, survivor], done["tasks"]
     assert done["recorded"] == [[done["replies"][0], "applied"]], "recorded once"
     assert done["memory_runs"].count(done["replies"][0]) <= 1
-    assert stall.asked >= 2, "the retry asked the model again"
+    assert step_requests(model_server) >= 2, "the retry asked the model again"
 
 
 def test_a_daphne_killed_mid_turn_loses_only_that_unsaved_turn(redis_url, database_env, model_server):
