@@ -10,9 +10,14 @@ Redis channel layer, two Daphne processes and two ``manage.py worker``
 processes). Each table's sockets are on one process (tables alternate
 between the two), as a proxy hashing the socket's path places them.
 
-The second run needs the servers: run under ``scripts/with-postgres
-scripts/with-redis`` (they set ``STORYTELLER_DATABASE_URL`` and
-``STORYTELLER_REDIS_URL``); without them it is skipped, saying so. The
+The second run needs the servers, PostgreSQL named by
+``STORYTELLER_BENCH_POSTGRES`` (the bench's own process stays on its
+throwaway SQLite) and Redis by ``STORYTELLER_REDIS_URL``; without them it is
+skipped, saying so. With throwaway servers:
+
+    scripts/with-postgres scripts/with-redis sh -c 'STORYTELLER_BENCH_POSTGRES="$STORYTELLER_DATABASE_URL" \
+        STORYTELLER_DATABASE_URL= .venv/bin/python manage.py bench --only processes'
+ The
 model server is the table bench's fake, in a process of its own, 4 requests
 at once.
 
@@ -77,21 +82,21 @@ print(json.dumps({"lost": lost, "doubled": doubled}))
 
 
 def run(sizes, repeat):
-    from storyteller.diagnostics.processes import postgres_url
-
     from .measure import figure
 
     figures = _one("SQLite, 1 process", {"STORYTELLER_TASKS": "in-process", "STORYTELLER_REDIS_URL": "",
                                          "STORYTELLER_DATABASE_URL": "", "DATABASE_URL": ""}, daphnes=1, workers=0)
-    if postgres_url() and os.environ.get("STORYTELLER_REDIS_URL"):
-        figures += _one("PostgreSQL + Redis, 2 processes + 2 workers", None, daphnes=2, workers=2)
+    postgres = os.environ.get("STORYTELLER_BENCH_POSTGRES", "").strip()
+    if postgres and os.environ.get("STORYTELLER_REDIS_URL"):
+        figures += _one("PostgreSQL + Redis, 2 processes + 2 workers", postgres, daphnes=2, workers=2)
     else:
-        figures.append(figure("processes: PostgreSQL + Redis skipped", "run under scripts/with-postgres "
-                              "scripts/with-redis", [0.0], "(needs both servers)"))
+        figures.append(figure("processes: PostgreSQL + Redis skipped", "set STORYTELLER_BENCH_POSTGRES and "
+                              "STORYTELLER_REDIS_URL (see the module)", [0.0], "(needs both servers)"))
     return figures
 
 
 def _one(label, env, *, daphnes, workers):
+    """Play the tables on a cluster: ``env`` is its database's environment, or a PostgreSQL URL to make one on."""
     import contextlib
     import shutil
     import tempfile
@@ -105,7 +110,7 @@ def _one(label, env, *, daphnes, workers):
     rounds = folder / "rounds.jsonl"
     model = _ModelProcess()
     try:
-        with fresh_database() if env is None else contextlib.nullcontext(env) as database:
+        with fresh_database(env) if isinstance(env, str) else contextlib.nullcontext(env) as database:
             cluster = Cluster(model.url, {**database, "STORYTELLER_ROUNDS_LOG": str(rounds)}, daphnes=daphnes,
                               workers=workers, lease=30.0, folder=folder)
             cluster.application = "storyteller.diagnostics.processes:observed"

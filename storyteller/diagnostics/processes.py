@@ -55,10 +55,10 @@ def __getattr__(name):
     another process. Made when Daphne asks for it, so importing this module sets nothing up."""
     if name != "observed":
         raise AttributeError(name)
-    from storyteller import table_rounds
-    from storyteller.asgi import application
+    from storyteller.asgi import application  # sets Django up, before anything that imports a model
 
     path = os.environ["STORYTELLER_ROUNDS_LOG"]
+    from storyteller import table_rounds
 
     def observe(outcome):
         with open(path, "a", encoding="utf-8") as file:
@@ -75,10 +75,10 @@ def postgres_url():
 
 
 @contextlib.contextmanager
-def fresh_database():
+def fresh_database(url=None):
     """Yield the environment that puts a cluster on a database of its own: a new PostgreSQL database on the
-    server the environment names (dropped after), or {} for SQLite in the cluster's data folder."""
-    url = postgres_url()
+    server ``url`` (or the environment) names, dropped after, or {} for SQLite in the cluster's data folder."""
+    url = url or postgres_url()
     if not url:
         yield {}
         return
