@@ -10,15 +10,20 @@ other: a change during a turn is refused at once, with the reason; a turn
 that starts during a change waits for it (a change takes milliseconds,
 never a model call).
 
-The registry is this process's memory, as the default channel layer is:
-several processes would share it through their database or Redis
-(docs/voices.md).
+The registry is this process's memory, as the default channel layer is. On
+PostgreSQL (several processes) each turn also holds a shared advisory lock
+and each change tries for the exclusive one (``locks.Held``), so a change in
+one process is refused while a turn plays in another, and a turn waits for a
+change made elsewhere; a process that dies lets go of its locks with its
+connection.
 """
 
 import asyncio
 import contextlib
 import threading
 import time
+
+from . import locks
 
 
 class TurnInProgress(Exception):
@@ -38,9 +43,11 @@ _changes: dict[int, int] = {}
 
 
 def playing(campaign_id):
-    """Return whether a turn of ``campaign_id`` is being played now."""
+    """Return whether a turn of ``campaign_id`` is being played now, in this process or (PostgreSQL) another."""
     with _lock:
-        return bool(_turns.get(campaign_id))
+        if _turns.get(campaign_id):
+            return True
+    return locks.Held.anyone("turn", campaign_id, shared=True)
 
 
 @contextlib.asynccontextmanager
@@ -59,9 +66,15 @@ async def turn(campaign_id, *, wait=WAIT_SECONDS):
         if time.monotonic() >= deadline:
             raise TurnInProgress(BUSY)
         await asyncio.sleep(0.01)
+    held = locks.Held("turn", campaign_id)
     try:
+        while held.needed and not await asyncio.to_thread(held.acquire, shared=True):
+            if time.monotonic() >= deadline:
+                raise TurnInProgress(BUSY)  # a change in another process has not ended
+            await asyncio.sleep(0.01)
         yield
     finally:
+        held.release()  # a close, not a wait: done even when the turn is cancelled
         _release(_turns, campaign_id)
 
 
@@ -72,9 +85,13 @@ def lore_change(campaign_id):
         if _turns.get(campaign_id):
             raise TurnInProgress(REFUSED)
         _changes[campaign_id] = _changes.get(campaign_id, 0) + 1
+    held = locks.Held("turn", campaign_id)
     try:
+        if not held.acquire(shared=False):
+            raise TurnInProgress(REFUSED)  # a turn plays in another process
         yield
     finally:
+        held.release()
         _release(_changes, campaign_id)
 
 

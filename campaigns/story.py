@@ -3,7 +3,9 @@
 A turn is written by ``commit_turn`` only after the narrator has finished, in a
 single IMMEDIATE transaction that refuses if the head moved while the model was
 generating (another tab acted, undid or switched branch). Head moves — undo,
-redo, save-point restore, branch switch — touch only the campaign's head.
+redo, save-point restore, branch switch — touch only the campaign's head. On
+PostgreSQL each of these transactions locks the campaign's row first
+(``locks.story``), which gives them the order IMMEDIATE gives them on SQLite.
 """
 
 from dataclasses import dataclass
@@ -13,7 +15,7 @@ from django.utils import timezone
 
 from storyteller import tokens
 
-from . import lineage
+from . import lineage, locks
 from .models import BRANCH_NAME_CHARS, Branch, Campaign, ContextSnapshot, Node, SavePoint
 
 
@@ -84,6 +86,7 @@ def commit_turn(campaign_id, expected_head, action, reply, *, after=None):
     """
     branch_id, depth = expected_head[0], expected_head[1] if after is None else after
     with transaction.atomic():
+        locks.story(campaign_id)
         through = _tokens_through(campaign_id, branch_id, depth)
         deepest = lineage.tip_depth_of(branch_id)
         if deepest is not None and deepest > depth:
@@ -110,6 +113,7 @@ def commit_retry(campaign_id, expected_head, reply):
     if depth < 2:
         raise NothingToRetry("There is no reply to retry yet.")
     with transaction.atomic():
+        locks.story(campaign_id)
         through = _tokens_through(campaign_id, head_branch_id, depth - 1)
         branch_id = Branch.objects.create(campaign_id=campaign_id, parent_id=head_branch_id, fork_depth=depth - 1).pk
         node = _write_reply(campaign_id, branch_id, depth, reply, through)
@@ -128,6 +132,7 @@ def commit_edit(campaign_id, expected_head, node, text, tokens, report):
     """
     head_branch_id, _ = expected_head
     with transaction.atomic():
+        locks.story(campaign_id)
         if not lineage.path_at(campaign_id, *expected_head).contains(node.branch_id, node.depth):
             raise StoryMovedOn()
         through = _tokens_through(campaign_id, head_branch_id, node.depth - 1)
@@ -195,6 +200,7 @@ def _move_head(campaign, branch, depth):
 def undo(campaign):
     """Step the head back one turn; return False when already at the opening."""
     with transaction.atomic():
+        locks.story(campaign.pk)
         campaign.refresh_from_db(fields=["head_branch", "head_depth"])
         if campaign.head_depth == 0:
             return False
@@ -205,6 +211,7 @@ def undo(campaign):
 def redo(campaign):
     """Step the head forward one turn along its branch; return False when there is nothing ahead."""
     with transaction.atomic():
+        locks.story(campaign.pk)
         campaign.refresh_from_db(fields=["head_branch", "head_depth"])
         if not lineage.can_redo(campaign):
             return False
@@ -221,6 +228,7 @@ def create_save_point(campaign, name):
 def restore_save_point(save_point):
     campaign = save_point.campaign
     with transaction.atomic():
+        locks.story(campaign.pk)
         _move_head(campaign, save_point.branch, save_point.depth)
     return campaign
 
@@ -243,6 +251,7 @@ def name_branch(branch, name):
 def switch_branch(campaign, branch):
     """Move the head to the tip of ``branch``."""
     with transaction.atomic():
+        locks.story(campaign.pk)
         _move_head(campaign, branch, lineage.tip_depth(branch))
     return campaign
 
@@ -257,6 +266,7 @@ def show_version(campaign, reply):
     branch, as switching to that branch on the Branches page does.
     """
     with transaction.atomic():
+        locks.story(campaign.pk)
         campaign.refresh_from_db(fields=["head_branch", "head_depth"])
         if lineage.path_of(campaign).contains(reply.branch_id, reply.depth):
             return False

@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from django.db import transaction
 from django.utils import timezone
 
-from . import lineage, story
+from . import lineage, locks, story
 from .models import Campaign, Node, Seat
 from .round_models import (
     ACTION_CHARS,
@@ -73,6 +73,7 @@ def send(seat, text):
     if len(text) > ACTION_CHARS:
         raise Refused(TOO_LONG.format(limit=ACTION_CHARS, length=len(text)))
     with transaction.atomic():
+        locks.story(seat.campaign_id)
         _, branch_id, depth = _head(seat.campaign_id)
         waiting = TableAction.objects.filter(seat=seat, branch_id=branch_id, depth=depth,
                                              status=TableAction.Status.WAITING).first()
@@ -87,6 +88,7 @@ def send(seat, text):
 def withdraw(seat):
     """Take back ``seat``'s action waiting at the head; raise Refused when there is none."""
     with transaction.atomic():
+        locks.story(seat.campaign_id)
         _, branch_id, depth = _head(seat.campaign_id)
         done = TableAction.objects.filter(seat=seat, branch_id=branch_id, depth=depth,
                                           status=TableAction.Status.WAITING).update(status=TableAction.Status.WITHDRAWN)
@@ -260,6 +262,7 @@ def decide(campaign_id, proposal_id, accept):
     """Accept or decline a waiting proposal of the campaign at its head; return it. An accepted undo or line
     switch moves the head here; an accepted retry is played by the caller (it is a turn). Raise Refused."""
     with transaction.atomic():
+        locks.story(campaign_id)
         campaign, branch_id, depth = _head(campaign_id)
         proposal = RoundProposal.objects.filter(pk=proposal_id, campaign_id=campaign_id,
                                                 status=RoundProposal.Status.WAITING).first()

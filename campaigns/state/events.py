@@ -23,7 +23,7 @@ import json
 from django.db import connection, transaction
 from django.utils import timezone
 
-from .. import lineage, staging
+from .. import lineage, locks, staging
 from ..models import Campaign, Node, RecorderRun, StateEvent, StateRecord
 from .reading import Record, state_at, state_for_events
 from .registry import (HOOKS, MAX_NAME, MAX_TEXT, PROPOSERS, TYPES, Check, Outcome, Rejected, clean, precheck,
@@ -123,6 +123,7 @@ def apply_events(node, payloads, *, source, author=None, attempt=0, model="", ma
     """
     cleaned = [precheck(clean(payload)) for payload in payloads]
     with transaction.atomic():
+        locks.story(node.campaign_id)  # PostgreSQL: events of one campaign apply one batch at a time, as on SQLite
         if source in PROPOSERS and mark and not _mark_recorded(node, attempt, model):
             return []
         # Only what the state reader uses (bench "state": 0.1 ms where the whole row through the ORM took 0.8).

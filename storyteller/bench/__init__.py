@@ -11,8 +11,9 @@ This package may import every app; nothing imports it but the command and
 the prefix-reuse test.
 """
 
-from . import (branches, builtin, checkpoint, imports, knowledge, limits, memory, minds, model_work, overhead, page,
-               processes, recording, replay, rules, state, table, tavern, turn, turn_first, view, voices, world)
+from . import (backends, branches, builtin, checkpoint, imports, knowledge, limits, memory, minds, model_work,
+               overhead, page, processes, recording, replay, rules, state, table, tavern, turn, turn_first, view,
+               voices, world)
 
 BENCHMARKS = {
     "turn": turn.run,
@@ -38,7 +39,8 @@ BENCHMARKS = {
     "view": view.run,
     "table": table.run,
     "processes": processes.run,
+    "backends": backends.run,
 }
-# Run only when named: minutes of the built-in model (or of 440 turns played, or of many processes), not milliseconds
-# of the app.
-SLOW = {"recording", "builtin", "model-work", "processes"}
+# Run only when named: minutes of the built-in model (or of 440 turns played, or of servers and many processes), not
+# milliseconds of the app.
+SLOW = {"recording", "builtin", "model-work", "backends", "processes"}

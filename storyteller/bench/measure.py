@@ -6,10 +6,14 @@ the command prints the figures as one table and writes them as JSON. Every
 group runs on the throwaway database ``use_database`` points Django at.
 """
 
+import contextlib
+import os
 import statistics
 import time
 
 from django.db import connections
+
+from storyteller import vendors
 
 
 REPLIES = [
@@ -27,9 +31,32 @@ ACTIONS = ["ask about the lantern", "search the cottage", "climb the headland pa
 
 
 def use_database(path):
-    """Point Django's connection at the SQLite file ``path`` (the bench's own, never the person's stories)."""
+    """Point Django's connection at the SQLite file ``path`` (the bench's own, never the person's stories), or on
+    PostgreSQL at the database of that name on the configured server (``throwaway_database`` made it)."""
     connections["default"].close()
-    connections.databases["default"]["NAME"] = path
+    connections.databases["default"]["NAME"] = path if vendors.is_sqlite() else str(path)
+
+
+@contextlib.contextmanager
+def throwaway_database(folder):
+    """Yield the bench's own database, removed afterwards: a SQLite file in ``folder``, or on PostgreSQL (issue 31)
+    a new database on the configured server, next to the person's and never theirs."""
+    if vendors.is_sqlite():
+        yield folder / "bench.sqlite3"
+        return
+    import psycopg
+
+    name = f"storyteller_bench_{os.getpid()}"
+    params = connections["default"].get_connection_params()
+    with psycopg.connect(**params, autocommit=True) as server:
+        server.execute(f'DROP DATABASE IF EXISTS "{name}"')
+        server.execute(f'CREATE DATABASE "{name}"')
+    try:
+        yield name
+    finally:
+        connections.close_all()
+        with psycopg.connect(**params, autocommit=True) as server:
+            server.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
 
 
 def figure(name, size, samples, target):

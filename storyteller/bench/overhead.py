@@ -14,7 +14,7 @@ from django.conf import settings
 from django.core.management.base import CommandError
 from django.db import connections
 
-from .knowledge import KNOWLEDGE_PASSAGES, VECTOR_DIMS, generate_passages, prose, vocabulary
+from .knowledge import KNOWLEDGE_PASSAGES, VECTOR_DIMS, engine_alone, generate_passages, prose, vocabulary
 from .measure import ACTIONS, REPLIES, figure, use_database
 from .turn import generate_story, summarise_by_hand
 
@@ -315,7 +315,7 @@ def _overhead_hardware(campaign, words):
     import numpy as np
     from django.db import connection
 
-    from knowledge.retrieval import _quoted, meaningful_terms
+    from knowledge.retrieval import meaningful_terms
     from memory.models import MemoryVector
     from knowledge.models import Passage
 
@@ -325,7 +325,6 @@ def _overhead_hardware(campaign, words):
         campaign=campaign).values_list("embedding", flat=True)])
     query = np.random.default_rng(3).standard_normal(VECTOR_DIMS).astype(np.float32)
     terms = meaningful_terms(f"{ACTIONS[0]} {REPLIES[1]} {REPLIES[2]}")[:20]
-    expression = " OR ".join(_quoted(term) for term in terms)
     figures = {"memory": [], "knowledge": [], "fts": []}
     with connection.cursor() as cursor:
         for _ in range(23):
@@ -335,9 +334,7 @@ def _overhead_hardware(campaign, words):
             middle = time.perf_counter()
             np.flatnonzero(np.einsum("ij,j->i", passages, query) >= 0.5)
             fts = time.perf_counter()
-            cursor.execute("SELECT rowid, rank FROM knowledge_passage_fts WHERE knowledge_passage_fts MATCH %s "
-                           "ORDER BY rank LIMIT 160", [expression])
-            cursor.fetchall()
+            engine_alone(cursor, terms, 160)
             done = time.perf_counter()
             figures["memory"].append(middle - started)
             figures["knowledge"].append(fts - middle)

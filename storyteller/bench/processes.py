@@ -11,12 +11,11 @@ processes). Each table's sockets are on one process (tables alternate
 between the two), as a proxy hashing the socket's path places them.
 
 The second run needs the servers, PostgreSQL named by
-``STORYTELLER_BENCH_POSTGRES`` (the bench's own process stays on its
-throwaway SQLite) and Redis by ``STORYTELLER_REDIS_URL``; without them it is
-skipped, saying so. With throwaway servers:
+``STORYTELLER_BENCH_POSTGRES`` or ``STORYTELLER_DATABASE_URL`` (a database
+of its own is made there) and Redis by ``STORYTELLER_REDIS_URL``; without
+them it is skipped, saying so. With throwaway servers:
 
-    scripts/with-postgres scripts/with-redis sh -c 'STORYTELLER_BENCH_POSTGRES="$STORYTELLER_DATABASE_URL" \
-        STORYTELLER_DATABASE_URL= .venv/bin/python manage.py bench --only processes'
+    scripts/with-postgres scripts/with-redis .venv/bin/python manage.py bench --only processes
  The
 model server is the table bench's fake, in a process of its own, 4 requests
 at once.
@@ -86,7 +85,9 @@ def run(sizes, repeat):
 
     figures = _one("SQLite, 1 process", {"STORYTELLER_TASKS": "in-process", "STORYTELLER_REDIS_URL": "",
                                          "STORYTELLER_DATABASE_URL": "", "DATABASE_URL": ""}, daphnes=1, workers=0)
-    postgres = os.environ.get("STORYTELLER_BENCH_POSTGRES", "").strip()
+    from storyteller.diagnostics.processes import postgres_url
+
+    postgres = os.environ.get("STORYTELLER_BENCH_POSTGRES", "").strip() or postgres_url()
     if postgres and os.environ.get("STORYTELLER_REDIS_URL"):
         figures += _one("PostgreSQL + Redis, 2 processes + 2 workers", postgres, daphnes=2, workers=2)
     else:

@@ -3,6 +3,11 @@
 import pytest
 from django.db import connection
 
+from storyteller import vendors
+
+# SQLite's own settings; PostgreSQL's counterparts (row and advisory locks) are tests/postgres/test_locks.py.
+pytestmark = pytest.mark.skipif(vendors.is_postgres(), reason="SQLite's pragmas and transaction mode")
+
 
 @pytest.mark.django_db
 def test_the_database_runs_in_wal_mode_with_foreign_keys():

@@ -141,6 +141,10 @@ async def test_two_concurrent_turns_one_wins_and_the_other_is_told_the_story_mov
 def _integrity():
     from django.db import connection
 
+    from storyteller import vendors
+
+    if vendors.is_postgres():
+        return "ok"  # no file to check: the database's own write-ahead log keeps it whole
     with connection.cursor() as cursor:
         cursor.execute("PRAGMA integrity_check")
         return cursor.fetchone()[0]

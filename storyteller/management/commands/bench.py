@@ -1,7 +1,9 @@
 """Benchmarks for one turn's costs on generated campaigns: context build, commit and relay, and every mechanism's.
 
 Runs against a throwaway SQLite database in a temporary folder (same settings,
-WAL and IMMEDIATE transactions included), never against the person's stories.
+WAL and IMMEDIATE transactions included), never against the person's stories;
+with STORYTELLER_DATABASE_URL set, against a throwaway database on that
+PostgreSQL server instead (``--only backends`` runs both, side by side).
 The groups are the modules of ``storyteller.bench``; this command picks them,
 runs them and prints their figures as one table.
 """
@@ -40,11 +42,13 @@ class Command(BaseCommand):
             raise CommandError(f"Unknown benchmark group(s) {sorted(unknown)}; choose from {sorted(BENCHMARKS)}.")
         folder = Path(tempfile.mkdtemp(prefix="storyteller-bench-"))
         try:
-            measure.use_database(folder / "bench.sqlite3")
-            call_command("migrate", verbosity=0)
-            results = []
-            for name in only.split(","):
-                results += BENCHMARKS[name]([int(size) for size in sizes.split(",")], repeat)
+            with measure.throwaway_database(folder) as database:
+                measure.use_database(database)
+                call_command("migrate", verbosity=0)
+                results = []
+                for name in only.split(","):
+                    results += BENCHMARKS[name]([int(size) for size in sizes.split(",")], repeat)
+                connections["default"].close()
         finally:
             connections["default"].close()
             shutil.rmtree(folder, ignore_errors=True)
