@@ -18,7 +18,12 @@ here, in the same database:
   the step is doing. Every worker looks for leases whose beat stopped and
   tasks left running without one, frees the lease and puts the task back to
   ready: the backend has no lease of its own, so this is what makes ``kill
-  -9`` a retry. Each step writes its work and its run row in one transaction
+  -9`` a retry. On PostgreSQL the holder also holds the campaign's
+  "postturn" advisory lock (``campaigns.locks.Held``) on a connection of its
+  own, which the server frees the moment the holder's process dies: a lease
+  whose lock is free is a dead holder's at once, without waiting out the
+  lease, and a holder that only stopped beating (a stalled machine) still
+  keeps every other worker out. Each step writes its work and its run row in one transaction
   and skips itself once it succeeded, so the retry redoes only what was lost.
 - **What runs, for the play page.** The lease names the step running; a
   task still waiting means the steps are about to run.
@@ -37,6 +42,7 @@ from django.utils import timezone
 from django_tasks import TaskResultStatus
 from django_tasks_db.models import DBTaskResult
 
+from campaigns import locks
 from campaigns.models import PostTurnLease
 
 logger = logging.getLogger(__name__)
@@ -75,9 +81,10 @@ def defer(task, campaign_id, node_id):
 class Holding:
     """The lease a task holds while it runs a campaign's steps: it beats from a thread and names the step."""
 
-    def __init__(self, holder, campaign_id):
+    def __init__(self, holder, campaign_id, lock):
         self.holder = holder
         self.campaign_id = campaign_id
+        self.lock = lock  # the campaign's "postturn" advisory lock (PostgreSQL; holds nothing on SQLite)
         self._stop = threading.Event()
         self._beating = threading.Thread(target=self._beat, name=f"post-turn-lease-{campaign_id}", daemon=True)
 
@@ -105,8 +112,12 @@ def take(task_result, campaign_id, node_id):
     campaign waits in the queue (the steps run in commit order).
     """
     holder = str(task_result.id)
-    PostTurnLease.objects.get_or_create(campaign_id=campaign_id)
+    held = locks.Held("postturn", campaign_id)
+    if not held.acquire():  # PostgreSQL: a live process runs this campaign's steps
+        return None
+    taken = False
     try:
+        PostTurnLease.objects.get_or_create(campaign_id=campaign_id)
         with transaction.atomic():
             lease = PostTurnLease.objects.select_for_update().get(campaign_id=campaign_id)
             if lease.holder and lease.holder != holder and lease.beat_at and lease.beat_at >= _stale():
@@ -117,9 +128,13 @@ def take(task_result, campaign_id, node_id):
                 return None
             lease.holder, lease.node_id, lease.step, lease.beat_at = holder, node_id, "", timezone.now()
             lease.save()
+        taken = True
     except IntegrityError:  # the reply or the campaign was deleted meanwhile
         return None
-    holding = Holding(holder, campaign_id)
+    finally:
+        if not taken:
+            held.release()
+    holding = Holding(holder, campaign_id, held)
     holding._beating.start()
     return holding
 
@@ -129,6 +144,7 @@ def give_back(holding):
     holding._stop.set()
     holding._beating.join()
     _held(holding.holder, holding.campaign_id).update(holder="", node=None, step="", beat_at=None)
+    holding.lock.release()  # after the lease: a free lock beside a held lease means its holder died
 
 
 def current(task, campaign_id):
@@ -147,8 +163,8 @@ def current(task, campaign_id):
 
 
 def recover(task):
-    """Put back to ready every task of ``task`` whose worker died (its lease stopped beating, or it ran without
-    one for a whole lease); return how many.
+    """Put back to ready every task of ``task`` whose worker died (its lease stopped beating or, on PostgreSQL,
+    its advisory lock is free; or it ran without one for a whole lease); return how many.
 
     The queue's backend keeps a claimed row running forever when its worker
     is killed; this is the retry. A task that runs without a lease for that
@@ -157,7 +173,8 @@ def recover(task):
     stale = _stale()
     retried = 0
     with transaction.atomic():
-        dead = list(PostTurnLease.objects.select_for_update().exclude(holder="").filter(beat_at__lt=stale))
+        dead = [lease for lease in PostTurnLease.objects.select_for_update().exclude(holder="")
+                if lease.beat_at is None or lease.beat_at < stale or _lock_free(lease.campaign_id)]
         for lease in dead:
             retried += DBTaskResult.objects.filter(id=lease.holder, status=TaskResultStatus.RUNNING).update(
                 status=TaskResultStatus.READY)
@@ -185,6 +202,12 @@ def keep_recovering(task, stop):
                 logger.exception("looking for post-turn tasks of dead workers failed")
     finally:
         connection.close()
+
+
+def _lock_free(campaign_id):
+    """Return whether nobody holds the campaign's "postturn" advisory lock (PostgreSQL; never on SQLite)."""
+    return locks.Held("postturn", campaign_id).needed and not locks.Held.anyone("postturn", campaign_id,
+                                                                               shared=False)
 
 
 def _pending(task, campaign_id):

@@ -39,6 +39,18 @@ def queue(settings, narrator_server):
     return narrator_server
 
 
+@pytest.fixture(autouse=True)
+def _no_lock_watcher_left():
+    """Close the connection campaigns.locks asks about other processes' locks on (PostgreSQL): the test
+    database cannot be dropped while it is open."""
+    yield
+    from campaigns import locks
+
+    if locks._watcher is not None:
+        locks._watcher.close()
+        locks._watcher = None
+
+
 def head(campaign):
     campaign.refresh_from_db()
     return lineage.path_of(campaign).nodes().get(depth=campaign.head_depth)
@@ -163,11 +175,16 @@ def test_only_dead_workers_tasks_are_retried(settings, campaign, queue):
     long_ago = timezone.now() - timedelta(seconds=5)
     # One runs and beats (a long step); the other was claimed long ago and never took its lease (killed at once).
     tasks().update(status=TaskResultStatus.RUNNING, started_at=long_ago)
-    PostTurnLease.objects.create(campaign=campaign, holder=str(alive.id), beat_at=timezone.now())
-    assert queued.recover(postturn.run_queued) == 1
+    holding = queued.take(alive.task_result, campaign.pk, alive.args_kwargs["kwargs"]["node_id"])
+    try:
+        assert queued.recover(postturn.run_queued) == 1
+    finally:
+        queued.give_back(holding)
     alive.refresh_from_db()
+    assert alive.status == TaskResultStatus.RUNNING
+    tasks(pk=alive.pk).update(status=TaskResultStatus.SUCCESSFUL)  # as its worker marks it after its steps
     orphan.refresh_from_db()
-    assert (alive.status, orphan.status) == (TaskResultStatus.RUNNING, TaskResultStatus.READY)
+    assert orphan.status == TaskResultStatus.READY
     # Claimed a moment ago without a lease yet: not dead, just starting.
     tasks(pk=orphan.pk).update(status=TaskResultStatus.RUNNING, started_at=timezone.now())
     assert queued.recover(postturn.run_queued) == 0
@@ -224,3 +241,25 @@ def _work_in_thread():
         work()
     finally:
         connection.close()
+
+
+def test_on_postgresql_a_lease_whose_holders_lock_is_gone_is_a_dead_workers_at_once(settings, campaign, queue):
+    from storyteller import vendors
+
+    if not vendors.is_postgres():
+        pytest.skip("the advisory lock is PostgreSQL's (scripts/with-postgres)")
+    node = played(campaign)
+    task = tasks().get()
+    tasks().update(status=TaskResultStatus.RUNNING, started_at=timezone.now())
+    holding = queued.take(task.task_result, campaign.pk, node.pk)
+    try:
+        assert queued.recover(postturn.run_queued) == 0, "its holder lives: the lock is held"
+        other = queued.take(task.task_result, campaign.pk, node.pk)
+        assert other is None, "nobody else takes a held campaign, whatever the lease says"
+        holding.lock.release()  # as the server does when the holder's process dies
+        assert queued.recover(postturn.run_queued) == 1, "at once, not a lease later"
+    finally:
+        holding._stop.set()
+        holding._beating.join()
+    task.refresh_from_db()
+    assert task.status == TaskResultStatus.READY
