@@ -55,10 +55,11 @@ def __getattr__(name):
     another process. Made when Daphne asks for it, so importing this module sets nothing up."""
     if name != "observed":
         raise AttributeError(name)
-    from storyteller.asgi import application  # sets Django up, before anything that imports a model
+    # The ASGI module sets Django up: it comes before anything that imports a model (not in sorted order).
+    from storyteller.asgi import application  # noqa: I001
+    from storyteller import table_rounds
 
     path = os.environ["STORYTELLER_ROUNDS_LOG"]
-    from storyteller import table_rounds
 
     def observe(outcome):
         with open(path, "a", encoding="utf-8") as file:
