@@ -985,5 +985,26 @@ class Playing(models.Model):
         return f"a turn of campaign {self.campaign_id} until {self.until}"
 
 
+class PostTurnLease(models.Model):
+    """Which worker process is running a campaign's post-turn steps, and since when it last said so.
+
+    With the steps in a task queue (``STORYTELLER_TASKS=database``, storyteller/steps/queued.py) one campaign's
+    steps still run one at a time: a task takes the campaign's lease in a locked write before its first step and
+    gives it back after its last. A worker that dies holding it stops beating; once ``beat_at`` is older than the
+    lease (``STORYTELLER_TASK_LEASE``) the lease is free again and the task is run anew. It is also what the play
+    page reads to say which step runs when the steps run in another process.
+    """
+
+    campaign = models.OneToOneField(Campaign, on_delete=models.CASCADE, primary_key=True,
+                                    related_name="post_turn_lease")
+    holder = models.CharField(max_length=64, blank=True, help_text="The task holding it; empty when free.")
+    node = models.ForeignKey(Node, on_delete=models.SET_NULL, null=True, blank=True, related_name="+")
+    step = models.CharField(max_length=60, blank=True, help_text="The name of the step running, empty between.")
+    beat_at = models.DateTimeField(null=True, blank=True)
+
+    def __str__(self):
+        return f"post-turn lease of campaign {self.campaign_id} ({self.holder or 'free'})"
+
+
 # A table's rounds (issue 30, campaigns/round_models.py): imported here so the app's models include them.
 from .round_models import NarrationPart, RoundProposal, TableAction, TablePresence, TableRound  # noqa: E402, F401

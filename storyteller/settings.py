@@ -162,6 +162,8 @@ INSTALLED_APPS = [
     "django.contrib.messages",
     "django.contrib.staticfiles",
     "channels",
+    "django_tasks",
+    "django_tasks_db",
     "django_htmx",
     "template_partials",
     "campaigns",
@@ -200,7 +202,33 @@ TEMPLATES = [
 ]
 
 ASGI_APPLICATION = "storyteller.asgi.application"
-CHANNEL_LAYERS = {"default": {"BACKEND": "channels.layers.InMemoryChannelLayer"}}
+# One process keeps its sockets' groups in memory; several (docs/deploy.md) share them through Redis, so a socket
+# on one Daphne process hears the turn another played. The socket timeout is above the layer's own 5 s blocking
+# read: a Redis that stops answering fails the send or the receive with an error instead of hanging it.
+STORYTELLER_REDIS_URL = _env_str("STORYTELLER_REDIS_URL", "")
+if STORYTELLER_REDIS_URL:
+    CHANNEL_LAYERS = {"default": {
+        "BACKEND": "channels_redis.core.RedisChannelLayer",
+        "CONFIG": {"hosts": [{"address": STORYTELLER_REDIS_URL, "socket_timeout": 10,
+                              "socket_connect_timeout": 5}]},
+    }}
+else:
+    CHANNEL_LAYERS = {"default": {"BACKEND": "channels.layers.InMemoryChannelLayer"}}
+
+# Where the post-turn steps run (storyteller/steps/postturn.py): "in-process" (the default) in the event loop that
+# played the turn, as on one machine with no other command; "database" as tasks of Django's tasks interface
+# (django-tasks, its database backend) that `manage.py worker` processes run, any number of them, one campaign's
+# steps at a time. The backend is configured either way: enqueuing is what the setting decides.
+STORYTELLER_TASKS = _env_str("STORYTELLER_TASKS", "in-process").lower()
+if STORYTELLER_TASKS not in ("in-process", "database"):
+    from django.core.exceptions import ImproperlyConfigured
+
+    raise ImproperlyConfigured(f"STORYTELLER_TASKS is {STORYTELLER_TASKS!r}; set it to 'in-process' (the default) "
+                               "or 'database' (run `manage.py worker` beside the app).")
+TASKS = {"default": {"BACKEND": "django_tasks_db.DatabaseBackend"}}
+# How long a worker's claim on a campaign's post-turn work lasts without a heartbeat: a worker that died (kill -9,
+# a lost machine) holds it no longer, and its task is run again by another. Its heartbeat comes every quarter.
+STORYTELLER_TASK_LEASE = _env_seconds("STORYTELLER_TASK_LEASE", 30.0)
 
 # SQLite in WAL mode so readers never wait for the writer; IMMEDIATE
 # transactions take the write lock up front, so two turns committing at once
@@ -315,8 +343,10 @@ STORYTELLER_RECORD_MINDS = _env_bool("STORYTELLER_RECORD_MINDS", True)
 # each table socket then also hold a row in the database, which the others read: a worker's model calls give way
 # to any process's turn (campaigns.playing, llm.priority), and a table's panel shows who is here and typing through
 # every process (table_rounds). Off for one process, which keeps it in memory and pays nothing. On by default with
-# a Redis channel layer (which is what several processes need first).
-STORYTELLER_SHARED_PLAYING = _env_bool("STORYTELLER_SHARED_PLAYING", bool(os.environ.get("STORYTELLER_REDIS_URL")))
+# a Redis channel layer (which is what several processes need first) or with the steps in task workers (a worker
+# is another process, whose model calls must give way to the web process's turns).
+STORYTELLER_SHARED_PLAYING = _env_bool("STORYTELLER_SHARED_PLAYING", bool(os.environ.get("STORYTELLER_REDIS_URL"))
+                                       or STORYTELLER_TASKS == "database")
 
 # What a person's pages need whichever process answers them (issue 31: drafts kept for the next turn, an import's
 # progress page): this process's memory by default, Redis when processes share the work. Redis, not the database

@@ -209,8 +209,10 @@ def _declared(module, name):
 
 
 def test_every_post_turn_step_declares_the_one_step_shape_and_the_scheduler_runs_each_once():
-    # The scheduler, and what every step shares: where its request starts (prompts), what its requests cost (requests).
-    shared = {"storyteller.steps.postturn", "storyteller.steps.prompts", "storyteller.steps.requests"}
+    # The scheduler and its queue across processes (queued), and what every step shares: where its request starts
+    # (prompts), what its requests cost (requests).
+    shared = {"storyteller.steps.postturn", "storyteller.steps.queued", "storyteller.steps.prompts",
+              "storyteller.steps.requests"}
     steps = sorted(m for m in MODULES if m.startswith("storyteller.steps.") and m not in shared)
     assert len(steps) == 7
     for module in steps:

@@ -12,8 +12,8 @@ the prefix-reuse test.
 """
 
 from . import (backends, branches, builtin, checkpoint, imports, knowledge, limits, memory, minds, model_work,
-               overhead, page, recording, replay, rules, shared, state, table, tavern, turn, turn_first, view, voices,
-               world)
+               overhead, page, processes, recording, replay, rules, shared, state, table, tavern, turn, turn_first,
+               view, voices, world)
 
 BENCHMARKS = {
     "turn": turn.run,
@@ -38,8 +38,10 @@ BENCHMARKS = {
     "replay": replay.run,
     "view": view.run,
     "table": table.run,
+    "processes": processes.run,
     "backends": backends.run,
     "shared": shared.run,
 }
-# Run only when named: minutes of the built-in model (or of 440 turns played), not milliseconds of the app.
-SLOW = {"recording", "builtin", "model-work", "backends"}
+# Run only when named: minutes of the built-in model (or of 440 turns played, or of servers and many processes), not
+# milliseconds of the app.
+SLOW = {"recording", "builtin", "model-work", "backends", "processes"}

@@ -12,8 +12,14 @@ A player's turn comes first: every step runs as background work
 (``llm.priority``), so its model calls stop when a turn starts and are made
 again once the reply is written; the step itself never sees the pause.
 
+With ``STORYTELLER_TASKS=database`` the same steps run as a task of
+Django's tasks interface (``run_queued``) in ``manage.py worker`` processes
+instead, enqueued after the turn's commit; ``queued`` keeps one campaign's
+steps one at a time across workers and runs a dead worker's task again.
+
 ``status(campaign)`` says what the worker has done for the reply at the head,
 for the play page: running is read from the worker itself (a restart ends it),
+or from the campaign's lease when the steps run in another process,
 everything else from the run rows, which a step writes after its failed work
 has rolled back, so the page never reads "up to date" over a failure.
 """
@@ -24,14 +30,27 @@ import logging
 from collections import deque
 from dataclasses import dataclass
 
+from asgiref.sync import async_to_sync
 from channels.db import database_sync_to_async
+from django_tasks import task
 
 from campaigns import lineage, playing
 from campaigns.models import ContextSnapshot, Node, RecorderRun
 
 from .. import llm
 from ..llm import priority, usage
-from . import Step, away, compaction, consolidation, judge, memories, minds, recorder, requests
+from . import (
+    Step,
+    away,
+    compaction,
+    consolidation,
+    judge,
+    memories,
+    minds,
+    queued,
+    recorder,
+    requests,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -69,6 +88,9 @@ IMPORTED = "imported"
 BROUGHT_IN = ("This reply was brought in from another tool and is not read into the world state; the Cast panel "
               "can read the story in.")
 
+# How often settle() reads the queue while another process runs a campaign's steps.
+SETTLE_POLL_SECONDS = 0.2
+
 _queues: dict[int, deque] = {}
 _workers: dict[int, asyncio.Task] = {}
 _running: dict[int, Step] = {}  # the step each campaign's worker is in
@@ -79,8 +101,15 @@ def schedule(campaign_id, node_id):
 
     One worker per campaign runs the queue in commit order; scheduling while
     it runs only lengthens its queue. Call from the event loop (after commit).
+    With the steps in worker processes (``queued.enabled()``) the task returned
+    only queues the reply; the steps run elsewhere.
     """
     loop = asyncio.get_running_loop()
+    if queued.enabled():
+        sending = loop.create_task(database_sync_to_async(queued.enqueue)(run_queued, campaign_id, node_id),
+                                   name=f"post-turn-enqueue-{campaign_id}", context=contextvars.Context())
+        _workers[campaign_id] = sending
+        return sending
     worker = _workers.get(campaign_id)
     if worker is not None and worker.get_loop() is not loop:
         # A worker of a loop that has ended (a test's, a management command's) left nothing to finish here.
@@ -96,12 +125,14 @@ def schedule(campaign_id, node_id):
     return worker
 
 
-async def run(node_id, *, campaign_id=None):
-    """Run every post-turn step for reply ``node_id``, each on its own (saying which, for ``campaign_id``); keep
-    what each of its model requests cost, for the inspector."""
+async def run(node_id, *, campaign_id=None, saying=None):
+    """Run every post-turn step for reply ``node_id``, each on its own (saying which, for ``campaign_id``, or to
+    ``saying(name)``); keep what each of its model requests cost, for the inspector."""
     for step in STEPS:
         if campaign_id is not None:
             _running[campaign_id] = step
+        if saying is not None:
+            await database_sync_to_async(saying)(step.name)
         try:
             with priority.background(f"the {step.name.lower()}", elsewhere=turns_elsewhere()), \
                     usage.collecting() as used, \
@@ -120,13 +151,39 @@ def turns_elsewhere():
 _anywhere = database_sync_to_async(playing.anywhere)
 
 
+@task(takes_context=True)
+def run_queued(context, campaign_id, node_id):
+    """Run the post-turn steps of reply ``node_id`` in a worker, holding the campaign's lease (``queued``).
+
+    A campaign busy with another reply, or with an earlier one still queued,
+    has this queued again a moment later instead.
+    """
+    holding = queued.take(context.task_result, campaign_id, node_id)
+    if holding is None:
+        queued.defer(run_queued, campaign_id, node_id)
+        return "deferred"
+    try:
+        async_to_sync(run)(node_id, saying=holding.step)
+    finally:
+        queued.give_back(holding)
+    return "done"
+
+
 async def settle(campaign_id=None):
-    """Wait until the post-turn work of ``campaign_id`` (or of every campaign) in this loop is done."""
+    """Wait until the post-turn work of ``campaign_id`` (or of every campaign) in this loop is done.
+
+    With the steps in worker processes, the work of this loop is queuing; for
+    one campaign (a replay waits for each reply's recording before the next
+    turn) it also waits until its tasks have run, reading the queue's rows.
+    """
     loop = asyncio.get_running_loop()
     workers = [w for key, w in list(_workers.items())
                if (campaign_id is None or key == campaign_id) and w.get_loop() is loop and not w.done()]
     if workers:
         await asyncio.gather(*workers, return_exceptions=True)
+    if campaign_id is not None and queued.enabled():
+        while await database_sync_to_async(queued.current)(run_queued, campaign_id) is not None:
+            await asyncio.sleep(SETTLE_POLL_SECONDS)
 
 
 async def _work(campaign_id):
@@ -222,12 +279,17 @@ def _waiting(path, campaign, head):
 
 def _paused(campaign_id):
     """Return whether the campaign's worker is giving way to a turn playing in its event loop."""
+    if queued.enabled():
+        return False  # a worker process plays no turns
     worker = _workers.get(campaign_id)
     return worker is not None and priority.playing(worker.get_loop()) > 0
 
 
 def _current_step(campaign_id):
     """Return the step the campaign's worker is in, False between steps, or None when no worker is running."""
+    if queued.enabled():
+        name = queued.current(run_queued, campaign_id)
+        return None if name is None else next((each for each in STEPS if each.name == name), False)
     worker = _workers.get(campaign_id)
     if worker is None or worker.done() or worker.get_loop().is_closed():
         return None

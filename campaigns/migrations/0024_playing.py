@@ -7,7 +7,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('campaigns', '0022_postgres_search_config'),
+        ('campaigns', '0023_postturn_lease'),
     ]
 
     operations = [
