@@ -15,6 +15,12 @@ asks every second) and the campaign once it is whole.
 
 A handful may wait their turn; past that the next is refused in words
 rather than queued behind minutes of work.
+
+The progress page may be asked by any process behind the proxy (issue 31):
+the import thread also puts each ``Progress`` in Django's cache (``CACHES``:
+this process's memory by default, Redis when processes share the work), at
+most every ``SHARE_SECONDS`` and when it ends; another process's page reads
+it from there.
 """
 
 import asyncio
@@ -22,9 +28,11 @@ import functools
 import logging
 import secrets
 import threading
+import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
+from django.core.cache import cache
 from django.db import connections
 
 from campaigns import staging
@@ -75,6 +83,11 @@ class Progress:
     def add(self, rows):
         self.done = min(self.total, self.done + rows)
 
+    def shared(self):
+        """Return the values another process makes this Progress again from (``_shared_progress``)."""
+        return {**{name: getattr(self, name) for name in ("owner", "what", "total", "done", "campaign", "error")},
+                "finished": self.finished.is_set()}
+
     @property
     def counted(self):
         """Return "1,050 of 72,026", how far it has come in words."""
@@ -88,6 +101,10 @@ class Progress:
 # The progress pages of this process's imports: those still writing, and the newest fifty finished.
 _progress: dict[str, Progress] = {}
 PROGRESS_KEPT = 50
+# How often a running import tells the other processes how far it has come: the page asks every second.
+SHARE_SECONDS = 0.5
+# How long a finished import's page can still be read from another process: the person was sent on at once.
+SHARED_FOR = 3600
 
 
 def start(owner, what, total, write):
@@ -99,17 +116,26 @@ def start(owner, what, total, write):
     for old in [key for key, kept in _progress.items() if kept.finished.is_set()][:-PROGRESS_KEPT]:
         _progress.pop(old, None)
     _count(1)
+    _share(token, progress)
+    shared_at = [0.0]  # the first rows are shared at once: the page may be open already
+
+    def add(rows):
+        progress.add(rows)
+        if time.monotonic() - shared_at[0] >= SHARE_SECONDS:
+            shared_at[0] = time.monotonic()
+            _share(token, progress)
 
     def job():
         try:
             staging.sweep()  # what an import a restart cut short left staged
-            progress.campaign = write(progress.add).pk
+            progress.campaign = write(add).pk
         except Exception as error:  # written out in words on the page; the log has the traceback
             logger.exception("An import failed while it was written")
             progress.error = str(error)[:500] or type(error).__name__
         finally:
             _count(-1)
             progress.finished.set()
+            _share(token, progress)
 
     _worker.submit(_call, job)
     return token
@@ -117,8 +143,27 @@ def start(owner, what, total, write):
 
 def progress_of(token, user):
     """Return the Progress behind ``token`` if it is ``user``'s, else None."""
-    progress = _progress.get(token)
+    progress = _progress.get(token) or _shared_progress(cache.get(_key(token)))
     return progress if progress is not None and progress.owner == user.pk else None
+
+
+def _key(token):
+    return f"import-progress:{token}"
+
+
+def _share(token, progress):
+    cache.set(_key(token), progress.shared(), SHARED_FOR)
+
+
+def _shared_progress(values):
+    """Return the Progress another process shared as ``values`` (or None)."""
+    if values is None:
+        return None
+    finished = values.pop("finished")
+    progress = Progress(**values)
+    if finished:
+        progress.finished.set()
+    return progress
 
 
 def _call(function, *args):

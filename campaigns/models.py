@@ -969,5 +969,21 @@ class SeatsCampaign(Campaign):
         raise TypeError("A seated person's copy of a campaign is read only; save the owner's Campaign instead.")
 
 
+class Playing(models.Model):
+    """A turn being played in some process: what other processes' background model calls give way to (issue 31).
+
+    Written only when processes share the work (``STORYTELLER_SHARED_PLAYING``);
+    one process keeps the same in memory (``llm.priority``). A row holds
+    until ``until``, which its process renews while the turn lasts, so a
+    process killed mid-turn holds up nothing for longer than one lease.
+    """
+
+    campaign = models.ForeignKey(Campaign, on_delete=models.CASCADE, related_name="+")
+    until = models.DateTimeField(db_index=True)
+
+    def __str__(self):
+        return f"a turn of campaign {self.campaign_id} until {self.until}"
+
+
 # A table's rounds (issue 30, campaigns/round_models.py): imported here so the app's models include them.
-from .round_models import NarrationPart, RoundProposal, TableAction, TableRound  # noqa: E402, F401
+from .round_models import NarrationPart, RoundProposal, TableAction, TablePresence, TableRound  # noqa: E402, F401

@@ -114,3 +114,28 @@ class RoundProposal(models.Model):
 
     def __str__(self):
         return f"{self.kind} proposal {self.pk} ({self.status})"
+
+
+class TablePresence(models.Model):
+    """One socket at a table, in some process: who is here and who is typing, for every process (issue 31).
+
+    Written only when processes share the work (``STORYTELLER_SHARED_PLAYING``);
+    one process keeps the same in memory (``storyteller.table_rounds``). A
+    row holds until ``until``, which its process renews while the socket is
+    open, so the sockets of a process killed with them stop counting as
+    present (a round would otherwise wait for them) after one lease.
+    """
+
+    campaign = models.ForeignKey("campaigns.Campaign", on_delete=models.CASCADE, related_name="+")
+    channel = models.CharField(max_length=200, unique=True, help_text="The socket's channel name.")
+    seat = models.ForeignKey("campaigns.Seat", null=True, blank=True, on_delete=models.CASCADE, related_name="+",
+                             help_text="Empty for the owner.")
+    character = models.CharField(max_length=200, blank=True)
+    typed_at = models.DateTimeField(null=True, blank=True, help_text="When this socket's person last typed.")
+    until = models.DateTimeField()
+
+    class Meta:
+        indexes = [models.Index(fields=["campaign", "until"], name="presence_campaign_until")]
+
+    def __str__(self):
+        return f"{self.character or 'the owner'} at campaign {self.campaign_id}"

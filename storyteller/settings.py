@@ -311,6 +311,21 @@ STORYTELLER_MEMORY_TOP_K = _env_count("STORYTELLER_MEMORY_TOP_K", 5)
 # Whether the recorder's second call records what the characters perceived after each reply (issue 14). On a
 # slow machine with a small model it costs a model call or two a turn in the background (bench "minds").
 STORYTELLER_RECORD_MINDS = _env_bool("STORYTELLER_RECORD_MINDS", True)
+# Issue 31: several processes share the work (Daphne processes behind one proxy, task workers). Each turn and
+# each table socket then also hold a row in the database, which the others read: a worker's model calls give way
+# to any process's turn (campaigns.playing, llm.priority), and a table's panel shows who is here and typing through
+# every process (table_rounds). Off for one process, which keeps it in memory and pays nothing. On by default with
+# a Redis channel layer (which is what several processes need first).
+STORYTELLER_SHARED_PLAYING = _env_bool("STORYTELLER_SHARED_PLAYING", bool(os.environ.get("STORYTELLER_REDIS_URL")))
+
+# What a person's pages need whichever process answers them (issue 31: drafts kept for the next turn, an import's
+# progress page): this process's memory by default, Redis when processes share the work. Redis, not the database
+# cache: these are read from the event loop, where a database read may not run.
+CACHES = {"default": {"BACKEND": "django.core.cache.backends.locmem.LocMemCache", "LOCATION": "storyteller"}}
+if os.environ.get("STORYTELLER_REDIS_URL", "").strip():
+    CACHES = {"default": {"BACKEND": "django.core.cache.backends.redis.RedisCache",
+                          "LOCATION": os.environ["STORYTELLER_REDIS_URL"].strip(), "KEY_PREFIX": "storyteller"}}
+
 # How the post-turn steps lay out their requests (issue 27): "narration" continues the narration's own prompt (its
 # messages, the reply, then the step's instructions), so a server with one prompt cache re-reads only what is new;
 # "own" gives each step a prompt of its own, shorter but shared with nothing (for a server that caches nothing).

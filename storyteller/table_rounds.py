@@ -16,21 +16,30 @@ it its character was present for (``tablerounds.parts_for``); presence
 frames are rendered per socket from one snapshot through
 ``voices.table.presence_for`` (a player reads the action texts of their own
 place only). Presence lives in this process, as the default channel layer
-and ``campaigns.playing`` do.
+and ``campaigns.playing`` do; when processes share the work
+(``STORYTELLER_SHARED_PLAYING``, issue 31) each socket also holds a
+``TablePresence`` row, renewed while it is open, and the snapshot every
+panel is rendered from carries who is here and who is typing as the rows
+say, so a person on one process sees who joined or typed on another. The
+round's task, its timer and the typing throttle stay per process: a round
+two processes start at once is committed once (the commit refuses a moved
+head; the playing guard across processes is i31b's), the other told again.
 """
 
 import asyncio
 import logging
 import time
 from dataclasses import asdict, dataclass
+from datetime import timedelta
 
 from channels.db import database_sync_to_async
 from channels.layers import get_channel_layer
 from django.template.loader import render_to_string
+from django.utils import timezone
 from django.utils.html import format_html
 
-from campaigns import lineage, seating, tablerounds
-from campaigns.models import Campaign, Node, RoundProposal, Seat
+from campaigns import lineage, playing as turn_guard, seating, tablerounds
+from campaigns.models import Campaign, Node, RoundProposal, Seat, TablePresence
 
 from . import turns
 from .context import Action
@@ -90,19 +99,66 @@ def playing(campaign_id):
     return task is not None and not task.done()
 
 
+def _shared_here(campaign_id):
+    """Return the seats present at the table in any process (database thread)."""
+    return set(TablePresence.objects.filter(campaign_id=campaign_id, until__gt=timezone.now(), seat__isnull=False)
+               .values_list("seat_id", flat=True))
+
+
+def _shared_typing(campaign_id):
+    """Return the characters typing at the table in any process (database thread)."""
+    now = timezone.now()
+    return set(TablePresence.objects.filter(
+        campaign_id=campaign_id, until__gt=now, typed_at__gt=now - timedelta(seconds=table.TYPING_SECONDS))
+        .values_list("character", flat=True))
+
+
+def _arrive(campaign_id, channel, seat, character):
+    TablePresence.objects.filter(until__lt=timezone.now()).delete()  # the sockets of a process that died
+    TablePresence.objects.update_or_create(channel=channel, defaults={
+        "campaign_id": campaign_id, "seat_id": seat, "character": character, "typed_at": None,
+        "until": timezone.now() + timedelta(seconds=turn_guard.LEASE_SECONDS)})
+
+
+def _typed_shared(channel, typing):
+    TablePresence.objects.filter(channel=channel).update(typed_at=timezone.now() if typing else None)
+
+
+def _renew(channels):
+    TablePresence.objects.filter(channel__in=channels).update(
+        until=timezone.now() + timedelta(seconds=turn_guard.LEASE_SECONDS))
+
+
+async def _renewing():
+    """Renew the leases of this process's table sockets while any is open (one task per process)."""
+    while True:
+        await asyncio.sleep(turn_guard.LEASE_SECONDS / 3)
+        channels = [channel for here in list(_here.values()) for channel in here]
+        if not channels:
+            return
+        await database_sync_to_async(_renew)(channels)
+
+
+_renewer = []  # this process's renewing task, while it runs
+
+
 def snapshot(campaign_id):
-    """Return the table's state at the head as plain values (database thread): seats, actions, proposals."""
+    """Return the table's state at the head as plain values (database thread): seats, actions, proposals; and,
+    when processes share the work, who is here and who is typing in all of them."""
     seated = tablerounds.seating(campaign_id)
     sent = {key: row.text for key, row in tablerounds.waiting(campaign_id).items()}
     proposals = [{"pk": p.pk, "kind": p.get_kind_display(), "note": p.note,
                   "person": p.seat.user.get_username() if p.seat.user else "", "character": p.seat.character}
                  for p in tablerounds.proposals_waiting(campaign_id)]
     timer = Campaign.objects.values_list("round_timer_seconds", flat=True).get(pk=campaign_id)
-    return {"seats": [asdict(row) for row in seated], "sent": sent, "proposals": proposals, "timer": timer}
+    snap = {"seats": [asdict(row) for row in seated], "sent": sent, "proposals": proposals, "timer": timer}
+    if turn_guard.shared():
+        snap |= {"here": sorted(_shared_here(campaign_id)), "typing": sorted(_shared_typing(campaign_id))}
+    return snap
 
 
 def seated_of(snap, campaign_id):
-    here = present_seats(campaign_id)
+    here = set(snap["here"]) if "here" in snap else present_seats(campaign_id)
     return [table.Seated(row["character"], row["name"], row["person"], row["seat"] in here, row["place"],
                          row["place_name"]) for row in snap["seats"]]
 
@@ -111,7 +167,8 @@ def render_panel(snap, campaign_id, viewer, *, owner=False, notice="", error="",
     """Render the round panel for ``viewer`` (a character key; None: the owner), from one ``snapshot``."""
     seated = seated_of(snap, campaign_id)
     sent = {key: table.Sent(key, text) for key, text in snap["sent"].items()}
-    shown = table.presence_for(None if owner else viewer, seated, sent, typing_now(campaign_id))
+    typing = set(snap["typing"]) if "typing" in snap else typing_now(campaign_id)
+    shown = table.presence_for(None if owner else viewer, seated, sent, typing)
     mine = snap["sent"].get(viewer, "") if not owner else ""
     decision = table.decide(seated, sent)
     return render_to_string("rounds/_panel.html", {
@@ -173,7 +230,11 @@ def stop(campaign_id):
 
 
 def _prepare(campaign_id, retry, present):
-    """Read the round (database thread): the actions waiting, the stages, the input, what the narrator is told."""
+    """Read the round (database thread): the actions waiting, the stages, the input, what the narrator is told.
+
+    ``present``: the seats here, or None to read them from every process's rows.
+    """
+    present = _shared_here(campaign_id) if present is None else present
     opened = tablerounds.open_round(campaign_id)
     if retry:
         player = Node.objects.filter(branch_id=opened.head[0], depth=opened.head[1] - 1).first()
@@ -212,7 +273,7 @@ async def _play_round(campaign_id, why, direction, *, retry=False):
     outcome = {"phase": "failed", "error": ""}
     try:
         opened, stage_rows, action, people = await database_sync_to_async(_prepare)(
-            campaign_id, retry, present_seats(campaign_id))
+            campaign_id, retry, None if turn_guard.shared() else present_seats(campaign_id))
         if action is not None and direction:
             action = Action(mode=action.mode, text=action.text,
                             direction="\n".join(d for d in (action.direction, direction) if d))
@@ -264,6 +325,11 @@ def told(node_id, character, *, owner=False):
     """Render what a seat is told of a committed round (database thread): its stage's actions and parts."""
     reply = Node.objects.get(pk=node_id)
     player = Node.objects.filter(branch_id=reply.branch_id, depth=reply.depth - 1).first()
+    if not character:
+        # A spectator follows the public story, as their page shows it once they reload (viewing.seen gives
+        # them every passage): the whole round, not "nothing was told of where you are".
+        actions = [player.text] if player is not None and player.text.strip() else []
+        return render_to_string("rounds/_told.html", {"actions": actions, "parts": [reply.text], "node_id": node_id})
     actions = tablerounds.parts_for(player, character) or [] if player is not None else []
     parts = tablerounds.parts_for(reply, character) or []
     return render_to_string("rounds/_told.html", {"actions": actions, "parts": parts, "node_id": node_id})
@@ -287,6 +353,10 @@ class TableSocket:
             await self.channel_layer.group_add(gm_group(self.campaign_id), self.channel_name)
         seat = reached.seat.pk if reached.seat is not None and reached.player else None
         _here.setdefault(self.campaign_id, {})[self.channel_name] = _Here(seat, reached.character)
+        if turn_guard.shared():
+            await database_sync_to_async(_arrive)(self.campaign_id, self.channel_name, seat, reached.character)
+            if not _renewer or _renewer[0].done():
+                _renewer[:] = [asyncio.create_task(_renewing())]
         if self.table:
             await broadcast(self.campaign_id)
             if seat is not None and not reached.owner:
@@ -294,6 +364,8 @@ class TableSocket:
 
     async def table_leave(self):
         here = _here.get(self.campaign_id, {})
+        if turn_guard.shared():
+            await database_sync_to_async(TablePresence.objects.filter(channel=self.channel_name).delete)()
         if here.pop(self.channel_name, None) is not None and self.table:
             if not here:
                 _here.pop(self.campaign_id, None)
@@ -361,6 +433,8 @@ class TableSocket:
             await self._table_refuse(str(refusal))
             return
         _typing.get(self.campaign_id, {}).pop(self._table_character, None)
+        if turn_guard.shared():
+            await database_sync_to_async(_typed_shared)(self.channel_name, False)
         await broadcast(self.campaign_id)
         await consider(self.campaign_id)
 
@@ -386,6 +460,8 @@ class TableSocket:
         if key in typing and now - typing[key] < table.TYPING_THROTTLE:
             return
         typing[key] = now
+        if turn_guard.shared():
+            await database_sync_to_async(_typed_shared)(self.channel_name, True)
         await broadcast(self.campaign_id)
         loop = asyncio.get_running_loop()
         campaign_id = self.campaign_id

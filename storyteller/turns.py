@@ -14,6 +14,7 @@ import time
 from dataclasses import dataclass
 
 from channels.db import database_sync_to_async
+from django.core.cache import cache
 from django.db import transaction
 
 from campaigns import acting, lineage, playing, story, storytime
@@ -307,7 +308,8 @@ async def _until_stopped(streaming, stopped):
 
 
 # Impersonate (issue 26): the narrator drafts the player character's next move; nothing is sent or saved. The
-# request is kept here, in this process, until the campaign's next turn, whose inspector shows it.
+# request is kept in Django's cache until the campaign's next turn, whose inspector shows it: this process's memory
+# by default, Redis when processes share the work (issue 31: the next turn may be played through another process).
 DRAFT_TOKENS = 120  # a line or two of the player's, with room for a reasoning model's preamble to be cut
 DRAFT_REQUEST = (
     "For this one answer, write for the player instead of narrating: draft {name}'s next action or words, as the "
@@ -315,8 +317,7 @@ DRAFT_REQUEST = (
     "from the story's last passage. Write only the draft: no narration of what happens next, no quotation marks "
     "around it, no notes.")
 KEPT_DRAFTS = 5  # per campaign, the newest: a person who drafts again and again needs the last few, not all
-
-_drafts: dict[int, list[dict]] = {}
+DRAFTS_KEPT_FOR = 7 * 24 * 3600  # seconds: a draft not followed by a turn for a week is not that turn's
 
 
 async def draft_action(campaign_id, relay, *, stopped=None, notify=None):
@@ -360,18 +361,27 @@ def _draft_messages(ctx, name):
     return [*ctx.messages[:ctx.input_at], request, *ctx.messages[ctx.input_at + 1:]]
 
 
+def _drafts_key(campaign_id):
+    return f"drafts:{campaign_id}"
+
+
+def _kept_drafts(campaign_id):
+    """Return the campaign's drafts not yet shown with a turn, oldest first."""
+    return cache.get(_drafts_key(campaign_id)) or []
+
+
 def _keep_draft(campaign_id, record):
-    kept = _drafts.setdefault(campaign_id, [])
-    kept.append(record)
-    del kept[:-KEPT_DRAFTS]
+    kept = [*_kept_drafts(campaign_id), record]
+    cache.set(_drafts_key(campaign_id), kept[-KEPT_DRAFTS:], DRAFTS_KEPT_FOR)
 
 
 def _forget_drafts(campaign_id, count):
     """Forget the first ``count`` drafts of the campaign: a committed turn's report holds them now."""
-    kept = _drafts.get(campaign_id, [])
-    del kept[:count]
-    if not kept:
-        _drafts.pop(campaign_id, None)
+    kept = _kept_drafts(campaign_id)[count:]
+    if kept:
+        cache.set(_drafts_key(campaign_id), kept, DRAFTS_KEPT_FOR)
+    else:
+        cache.delete(_drafts_key(campaign_id))
 
 
 async def _play(campaign_id, action, relay, retry, notify, think, *, on_voice=None, voices=False, edit_of=None,
@@ -410,7 +420,7 @@ async def _play(campaign_id, action, relay, retry, notify, think, *, on_voice=No
         # the steps after it use their own (``steps.prompts``).
         report["same_prompt"] = True
         report.pop("prompt", None)
-    drafts = list(_drafts.get(campaign_id, []))
+    drafts = _kept_drafts(campaign_id)
     if drafts:
         report["drafts"] = [{**draft, "sent": _sent_as(draft["draft"], prepared.action)} for draft in drafts]
     if played is None:
@@ -437,7 +447,8 @@ async def _play(campaign_id, action, relay, retry, notify, think, *, on_voice=No
     # The game master's steps, its characters and its narration step are kept with the turn, in its one commit.
     node = await database_sync_to_async(_commit)(prepared, reply, retry, played, requested=used, on_commit=on_commit)
     commit_ms = getattr(node, "commit_ms", None)
-    _forget_drafts(campaign_id, len(drafts))
+    if drafts:
+        _forget_drafts(campaign_id, len(drafts))
     # The commit has returned, so the turn is durable: only now may the recorder read it.
     post_turn = postturn.schedule(campaign.pk, node.pk)
     notice = ""

@@ -30,7 +30,7 @@ from campaigns import importing, lineage, playing, rule_views, seating, story, s
 from campaigns import views as campaign_views
 from campaigns.forms import (MAX_ACTION, MAX_DIRECTION, CampaignForm, CanonRuleFormSet, EditCampaignForm,
                              NewCampaignForm, SavePointForm)
-from campaigns.models import NODE_CHARS, Branch, Campaign, Node, OffstageRun, Round, SavePoint
+from campaigns.models import NODE_CHARS, Branch, Campaign, Node, OffstageRun, Round, SavePoint, TableRound
 from campaigns.state.time import calendar
 from memory import bank as memory_bank
 from memory import views as memory_views
@@ -85,6 +85,12 @@ def mark_rounds(nodes):
     replies = {node.pk: node for node in nodes if node.role == Node.Role.NARRATOR}
     for node in replies.values():
         node.voice_rounds, node.narration = [], ""
+    # A table round's input (issue 30) is every seat's action, composed: its direction is the table's own
+    # stage direction (engine words, in the inspector for the author), and it is not edited as one person's action.
+    players = {node.pk: node for node in nodes if node.role == Node.Role.PLAYER}
+    rounds = set(TableRound.objects.filter(node_id__in=players).values_list("node_id", flat=True)) if players else ()
+    for pk, node in players.items():
+        node.round_input = pk in rounds
     zones = {}
     for row in Round.objects.filter(node_id__in=replies, kind=Round.Kind.GM).order_by("node_id", "number"):
         node = replies[row.node_id]

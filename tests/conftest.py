@@ -1,5 +1,6 @@
 import pytest
 from django.contrib.auth import get_user_model
+from django.core.cache import cache
 
 from campaigns import story
 from campaigns.models import Campaign, CanonRule
@@ -82,6 +83,7 @@ def _fresh_checkpoint_checks():
     memory_section.forget()
     retrieval.forget()
     lorebooks.forget_keyed()
+    cache.clear()  # drafts kept for a campaign's next turn, import progress: keyed by ids a rollback reuses
 
 
 @pytest.fixture(autouse=True)

@@ -12,7 +12,8 @@ the prefix-reuse test.
 """
 
 from . import (backends, branches, builtin, checkpoint, imports, knowledge, limits, memory, minds, model_work,
-               overhead, page, recording, replay, rules, state, table, tavern, turn, turn_first, view, voices, world)
+               overhead, page, recording, replay, rules, shared, state, table, tavern, turn, turn_first, view, voices,
+               world)
 
 BENCHMARKS = {
     "turn": turn.run,
@@ -38,6 +39,7 @@ BENCHMARKS = {
     "view": view.run,
     "table": table.run,
     "backends": backends.run,
+    "shared": shared.run,
 }
 # Run only when named: minutes of the built-in model (or of 440 turns played), not milliseconds of the app.
 SLOW = {"recording", "builtin", "model-work", "backends"}

@@ -12,6 +12,12 @@ turn is playing. The same
 ``call()`` outside ``background`` (the summary a turn itself needs) runs at
 once, so the step's code need not know who asked.
 
+A turn in another process (a worker's post-turn work, with the turn on a
+Daphne process) is out of this loop's sight: ``background(what,
+elsewhere=...)`` names an async question — is a turn playing anywhere
+else? — which each call asks before it starts and every ``POLL_SECONDS``
+while it runs, giving way the same way when the answer is yes.
+
 When the turn has to wait — for a cancelled call to let go of the model, for
 the built-in narrator to finish something else — ``waiting_for()`` tells the
 person what for, through the ``notify`` the turn was given.
@@ -26,9 +32,13 @@ from dataclasses import dataclass, field
 # A cancelled HTTP call lets go at once and the built-in narrator within a
 # token (~30 ms on two cores); only past this does the wait deserve a word.
 SAY_AFTER = 0.15
+# How often a background call asks whether a turn plays in another process: the longest the other process's turn
+# shares the model with it. One indexed read of a handful of rows (bench "processes").
+POLL_SECONDS = 0.25
 
 _doing: contextvars.ContextVar[str | None] = contextvars.ContextVar("background_work", default=None)
 _notify: contextvars.ContextVar[object] = contextvars.ContextVar("turn_notify", default=None)
+_elsewhere: contextvars.ContextVar[object] = contextvars.ContextVar("turns_elsewhere", default=None)
 
 
 @dataclass
@@ -86,12 +96,17 @@ async def turn(notify=None):
 
 
 @contextlib.contextmanager
-def background(what):
-    """Run the block's model calls as background work that gives way to turns; ``what`` names it ("the recording")."""
-    token = _doing.set(what)
+def background(what, *, elsewhere=None):
+    """Run the block's model calls as background work that gives way to turns; ``what`` names it ("the recording").
+
+    ``elsewhere``, if given, is awaited to ask whether a turn plays in another
+    process; the calls give way to those turns too.
+    """
+    token, other = _doing.set(what), _elsewhere.set(elsewhere)
     try:
         yield
     finally:
+        _elsewhere.reset(other)
         _doing.reset(token)
 
 
@@ -104,19 +119,35 @@ async def call(make):
     what = _doing.get()
     if what is None:
         return await make()
-    traffic = _traffic()
+    traffic, elsewhere = _traffic(), _elsewhere.get()
     while True:
         await traffic.clear.wait()
+        if elsewhere is not None and await elsewhere():
+            await asyncio.sleep(POLL_SECONDS)
+            continue
         attempt = asyncio.ensure_future(make())
         traffic.calls[attempt] = what
+        watch = asyncio.ensure_future(_watch(elsewhere, attempt, traffic)) if elsewhere is not None else None
         try:
             return await attempt
         except asyncio.CancelledError:
             if attempt not in traffic.yielded or asyncio.current_task().cancelling():
                 raise
         finally:
+            if watch is not None:
+                watch.cancel()
             traffic.calls.pop(attempt, None)
             traffic.yielded.discard(attempt)
+
+
+async def _watch(elsewhere, attempt, traffic):
+    """Cancel ``attempt`` as a turn's would be once ``elsewhere`` says a turn plays in another process."""
+    while not attempt.done():
+        await asyncio.sleep(POLL_SECONDS)
+        if not attempt.done() and await elsewhere():
+            traffic.yielded.add(attempt)
+            attempt.cancel()
+            return
 
 
 async def waiting_for(what):

@@ -24,7 +24,9 @@ import logging
 from collections import deque
 from dataclasses import dataclass
 
-from campaigns import lineage
+from channels.db import database_sync_to_async
+
+from campaigns import lineage, playing
 from campaigns.models import ContextSnapshot, Node, RecorderRun
 
 from .. import llm
@@ -101,12 +103,21 @@ async def run(node_id, *, campaign_id=None):
         if campaign_id is not None:
             _running[campaign_id] = step
         try:
-            with priority.background(f"the {step.name.lower()}"), usage.collecting() as used, \
+            with priority.background(f"the {step.name.lower()}", elsewhere=turns_elsewhere()), \
+                    usage.collecting() as used, \
                     usage.asking(step.kind):
                 await step.run(node_id)
         except Exception:  # noqa: BLE001 — a step records its own failure; this only keeps the next step alive
             logger.exception("post-turn step %s failed for node %s", step.run.__qualname__, node_id)
         await requests.arecord(node_id, used)
+
+
+def turns_elsewhere():
+    """Return what background work asks to give way to turns in other processes, or None when none share the work."""
+    return _anywhere if playing.shared() else None
+
+
+_anywhere = database_sync_to_async(playing.anywhere)
 
 
 async def settle(campaign_id=None):

@@ -35,7 +35,7 @@ from knowledge import importer, lorebooks
 from storyteller import context
 from storyteller.context import builder
 from storyteller.llm import priority
-from storyteller.steps import minds, recorder
+from storyteller.steps import minds, postturn, recorder
 
 from . import plan as plans
 from . import png
@@ -247,7 +247,8 @@ async def read_story(campaign_id, nodes):
     state, as background work a turn interrupts (``llm.priority``); one reading per campaign at a time."""
     for node in nodes:
         for step in (recorder.STEP, minds.STEP):
-            with priority.background(f"the {step.name.lower()} of a brought-in story"):
+            with priority.background(f"the {step.name.lower()} of a brought-in story",
+                                     elsewhere=postturn.turns_elsewhere()):
                 await step.run(node)
 
 

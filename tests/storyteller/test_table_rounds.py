@@ -12,6 +12,8 @@ import json
 import pytest
 from asgiref.sync import sync_to_async
 from django.contrib.auth.models import User
+from django.test import Client
+from django.urls import reverse
 
 from campaigns import tablerounds, worldfile
 from campaigns.models import Campaign, Node, RoundProposal, Seat, TableAction
@@ -167,6 +169,29 @@ async def test_a_canary_told_in_one_place_never_reaches_the_other_places_player(
     assert KITCHEN_CANARY not in " ".join(told["aldric"][0] + told["aldric"][1])
 
 
+async def test_a_spectator_is_told_the_whole_round_as_their_page_shows_it(owner, narrator_server):
+    # A spectator follows the public story: their page gives every passage (campaigns.viewing.seen), so the
+    # live frame of a round must too; it once said "Nothing was told of where you are" (a spectator is nowhere).
+    narrator_server.script(SPLIT)
+    campaign, people = await make_table(owner)
+
+    @sync_to_async
+    def watcher():
+        user = User.objects.create_user("eve", password="pw-eve")
+        Seat.objects.create(campaign=campaign, character="", user=user, kind=Seat.Kind.SPECTATOR,
+                            status=Seat.Status.SEATED)
+        return user
+
+    sockets = await table_of(campaign, owner, people, "bea", "cal", "dot")
+    sockets["eve"] = await sit(campaign, await watcher())
+    for name, text in (("bea", "I look around."), ("cal", "I wait."), ("dot", "I draw water.")):
+        await sockets[name].send(action="turn", text=text)
+    frame = await sockets["eve"].until("data-told=")
+    await close(sockets)
+    assert KITCHEN_CANARY in frame and YARD_CANARY in frame
+    assert "Aldric: I draw water." in frame and "Nothing was told" not in frame
+
+
 async def test_the_round_waits_for_everyone_here_but_not_for_an_absent_player(owner, narrator_server):
     narrator_server.script(SPLIT)
     campaign, people = await make_table(owner)
@@ -205,6 +230,20 @@ async def test_the_owner_says_go_with_what_was_sent(owner, narrator_server):
     assert player == "At Kitchen:\nEdrin: I alone act."
     direction = await sync_to_async(lambda: Node.objects.get(branch__campaign=campaign, depth=1).direction)()
     assert "the storm breaks" in direction and "[At Kitchen] then [At Yard]" in direction
+
+    # The owner's page shows the round's input without the table's stage direction (engine words) and without an
+    # Edit that the table would refuse: a round is moved by Retry and Undo, not edited as one person's action.
+    @sync_to_async
+    def owners_page():
+        client = Client()
+        client.force_login(owner)
+        return client.get(reverse("play", args=[campaign.pk])).content.decode()
+
+    page = await owners_page()
+    node = await sync_to_async(lambda: Node.objects.get(branch__campaign=campaign, depth=1).pk)()
+    article = page.split(f'id="node-{node}"', 1)[1].split("</article>", 1)[0]
+    assert "Edrin: I alone act." in article
+    assert "[At Kitchen]" not in article and "player-edit" not in article
 
 
 async def test_the_tables_timer_plays_the_round_with_what_was_sent(owner, narrator_server):
