@@ -25,6 +25,7 @@ order has to be asked for:
   it holds nothing there.
 """
 
+import contextlib
 import threading
 
 from django.db import connection, transaction
@@ -76,13 +77,13 @@ class Held:
         held, self._connection = self._connection, None
         if held is None:
             return
-        try:
-            # Unlocked before the close returns: the server ends a closed session's locks a moment later.
+        import psycopg
+
+        # Unlocked before the close returns: the server ends a closed session's locks a moment later. A
+        # connection already broken holds nothing any more.
+        with contextlib.suppress(psycopg.Error):
             held.execute("SELECT pg_advisory_unlock_all()")
-        except Exception:  # noqa: BLE001 - a connection already broken holds nothing any more
-            pass
-        finally:
-            held.close()
+        held.close()
 
     @property
     def needed(self):
@@ -100,13 +101,15 @@ class Held:
         params = (KINDS[name], int(campaign_id), "ShareLock" if shared else "ExclusiveLock")
         # On the process's own watcher connection, not Django's: it answers from async code too (a page's
         # consumer), and no transaction of the caller's can hide another process's lock from it.
+        import psycopg
+
         global _watcher
         with _watcher_lock:
             for attempt in (1, 2):
                 try:
                     _watcher = _watcher if _watcher is not None and not _watcher.closed else _connect()
                     return _watcher.execute(sql, params).fetchone()[0]
-                except Exception:
+                except psycopg.Error:  # a watcher the server dropped: open it again, once
                     if _watcher is not None:
                         _watcher.close()
                     _watcher = None

@@ -28,7 +28,7 @@ from storyteller import vendors
 
 GROUPS = ["overhead", "knowledge"]
 KEPT = ("send -> chat request", "lexical retrieval", "lexical, state scene", "hybrid retrieval",
-        "hardware: FTS5 alone", "hardware: PostgreSQL's tsvector alo")
+        "hardware: FTS5 alone", "hardware: PostgreSQL")
 LABELS = {vendors.SQLITE: "SQLite", vendors.POSTGRES: "PostgreSQL"}
 
 
