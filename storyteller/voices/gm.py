@@ -395,7 +395,9 @@ def _gm_tail(state, number, most, news):
     """Return the game master's step request: short, since it is the part of the prompt no cache holds."""
     name = state.name_of
     place = state.place()
-    here = [key for key in state.at(place) if key != PROTAGONIST and world.kind_of(state, key) == "character"]
+    # In the order of their keys: the state's own order of who is at a place is the database's order of its rows,
+    # which PostgreSQL does not keep (an updated row moves), and the line must read the same on both.
+    here = sorted(key for key in state.at(place) if key != PROTAGONIST and world.kind_of(state, key) == "character")
     lines = [step_request(number, most, name(place) if place else "", [name(k) for k in here])]
     if news:
         lines += ["Since your last step:", *(f"- {line}" for line in news)]
