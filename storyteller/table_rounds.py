@@ -23,7 +23,7 @@ panel is rendered from carries who is here and who is typing as the rows
 say, so a person on one process sees who joined or typed on another. The
 round's task, its timer and the typing throttle stay per process: a round
 two processes start at once is committed once (the commit refuses a moved
-head; the playing guard across processes is i31b's), the other told again.
+head, under the campaign's row lock on PostgreSQL: ``campaigns.locks``), the other told again.
 """
 
 import asyncio
