@@ -185,7 +185,7 @@ def recover(task):
         held = PostTurnLease.objects.exclude(holder="").values_list("holder", flat=True)
         orphans = (DBTaskResult.objects.filter(task_path=task.module_path, status=TaskResultStatus.RUNNING,
                                                started_at__lt=stale)
-                   .exclude(id__in=[holder for holder in held]))
+                   .exclude(id__in=list(held)))
         retried += orphans.update(status=TaskResultStatus.READY)
     return retried
 
