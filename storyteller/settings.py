@@ -345,16 +345,16 @@ STORYTELLER_RECORD_MINDS = _env_bool("STORYTELLER_RECORD_MINDS", True)
 # every process (table_rounds). Off for one process, which keeps it in memory and pays nothing. On by default with
 # a Redis channel layer (which is what several processes need first) or with the steps in task workers (a worker
 # is another process, whose model calls must give way to the web process's turns).
-STORYTELLER_SHARED_PLAYING = _env_bool("STORYTELLER_SHARED_PLAYING", bool(os.environ.get("STORYTELLER_REDIS_URL"))
-                                       or STORYTELLER_TASKS == "database")
+STORYTELLER_SHARED_PLAYING = _env_bool("STORYTELLER_SHARED_PLAYING",
+                                       bool(STORYTELLER_REDIS_URL) or STORYTELLER_TASKS == "database")
 
 # What a person's pages need whichever process answers them (issue 31: drafts kept for the next turn, an import's
 # progress page): this process's memory by default, Redis when processes share the work. Redis, not the database
 # cache: these are read from the event loop, where a database read may not run.
 CACHES = {"default": {"BACKEND": "django.core.cache.backends.locmem.LocMemCache", "LOCATION": "storyteller"}}
-if os.environ.get("STORYTELLER_REDIS_URL", "").strip():
+if STORYTELLER_REDIS_URL:
     CACHES = {"default": {"BACKEND": "django.core.cache.backends.redis.RedisCache",
-                          "LOCATION": os.environ["STORYTELLER_REDIS_URL"].strip(), "KEY_PREFIX": "storyteller"}}
+                          "LOCATION": STORYTELLER_REDIS_URL, "KEY_PREFIX": "storyteller"}}
 
 # How the post-turn steps lay out their requests (issue 27): "narration" continues the narration's own prompt (its
 # messages, the reply, then the step's instructions), so a server with one prompt cache re-reads only what is new;
