@@ -38,7 +38,8 @@ from django.template.loader import render_to_string
 from django.utils import timezone
 from django.utils.html import format_html
 
-from campaigns import lineage, playing as turn_guard, seating, tablerounds
+from campaigns import lineage, seating, tablerounds
+from campaigns import playing as turn_guard
 from campaigns.models import Campaign, Node, RoundProposal, Seat, TablePresence
 
 from . import turns

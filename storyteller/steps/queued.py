@@ -198,7 +198,7 @@ def keep_recovering(task, stop):
             try:
                 close_old_connections()
                 recover(task)
-            except Exception:  # noqa: BLE001 — a locked or lost database this time; the next look tries again
+            except Exception:  # a locked or lost database this time; the next look tries again
                 logger.exception("looking for post-turn tasks of dead workers failed")
     finally:
         connection.close()
