@@ -30,9 +30,9 @@ def loopback(host):
 
 
 def addresses(argv):
-    """Return the host addresses a ``daphne`` or ``manage.py runserver`` command line binds to ([] for others)."""
+    """Return the host addresses a ``daphne`` (or ``python -m storyteller.serve``) or ``manage.py runserver`` command line binds to ([] for others)."""
     program = argv[0].replace("\\", "/") if argv else ""
-    if program.rsplit("/", 1)[-1] == "daphne" or program.endswith("daphne/__main__.py"):
+    if program.rsplit("/", 1)[-1] == "daphne" or program.endswith(("daphne/__main__.py", "storyteller/serve.py")):
         return _daphne(argv[1:])
     if len(argv) > 1 and argv[1] == "runserver":
         return _runserver(argv[2:])

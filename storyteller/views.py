@@ -35,7 +35,7 @@ from campaigns.state.time import calendar
 from memory import bank as memory_bank
 from memory import views as memory_views
 
-from . import bundle, editing, llm, narrator_views, signin
+from . import bundle, editing, llm, narrator_views, origins, signin
 from .context import player_name, prefix_hash
 from .diagnostics import long_run
 from .steps import away, compaction, memories, postturn
@@ -145,6 +145,7 @@ def _campaigns_of(user):
     return Campaign.objects.filter(owner=user).annotate(last_played=Subquery(played))
 
 
+@origins.checked_on_import_thread
 @login_required
 @require_http_methods(["GET", "POST"])
 @seating.hosts_only
@@ -155,7 +156,8 @@ async def campaign_create(request):
     started from a world file is made on the import thread (campaigns.importing), as every import is.
     """
     info = await llm.adescribe_model()
-    if request.method == "POST" and request.FILES.get("world"):
+    # A form with a file is read on the import thread (its CSRF check too: origins.checked_on_import_thread).
+    if request.method == "POST" and request.content_type == "multipart/form-data":
         request.user = await request.auser()  # resolved here, not again on the import thread
         if importing.full():
             return await sync_to_async(_create_campaign)(request, info, busy=True)
@@ -164,6 +166,9 @@ async def campaign_create(request):
 
 
 def _create_campaign(request, info, busy=False):
+    refusal = origins.refused(request)
+    if refusal is not None:
+        return refusal
     # A server that cannot be asked says nothing about the window; the form then says nothing either.
     form = NewCampaignForm(request.POST or None, request.FILES or None, window=info.context_length,
                            model="" if info.error else info.label, owner=request.user)
@@ -451,6 +456,7 @@ def _export_campaign(request, pk):
     return response
 
 
+@origins.checked_on_import_thread
 @login_required
 @require_POST
 @seating.hosts_only
@@ -463,6 +469,9 @@ async def import_campaign(request):
 
 
 def _import_campaign(request):
+    refusal = origins.refused(request)
+    if refusal is not None:
+        return refusal
     upload = request.FILES.get("bundle")
     try:
         if upload is None:

@@ -177,24 +177,34 @@ def measure_bundle(owner, data):
 def live_uploads(app):
     """Return (name, method) for each largest accepted input, sent into the running app (diagnostics.load.LiveApp)
     by the importer while the player plays: each method takes the importer's client and returns
-    (status, answer text, seconds) once the app has finished with it."""
+    (status, answer text, seconds) once the app has finished with it.
+
+    The files are made here, before any is sent: they are files the importer already has. Made while the player
+    plays, their ``json.dumps`` (one C call holding this interpreter's lock for seconds on a slow machine) stalled
+    the player's socket in this process, and the stall was counted as the app's (sampled with py-spy)."""
     from .load import follow_import
 
     campaign = app.people["importer"]["campaign"]
+    world_file = json.dumps(largest_world()).encode()
+    client = app.client("importer")
+    try:
+        exported = json.loads(client.get(f"/campaigns/{campaign}/export/").content)
+    finally:
+        client.close()
+    bundle_file = largest_bundle(exported)
+    made = largest_check()
 
     def world(client):
-        data = json.dumps(largest_world()).encode()
+        data = world_file
         fields = {"title": "", "protagonist": "", "opening": "", "point_of_view": "second", "prose_length": "medium",
                   "dialogue_density": "medium", "descriptive_richness": "medium", "violence_level": "low",
                   "context_token_budget": "4096", "max_output_tokens": "200", "temperature": "0.8"}
         return _sent(client, follow_import, "/campaigns/new/", data=fields, files={"world": ("w.json", data)})
 
     def bundle(client):
-        exported = json.loads(client.get(f"/campaigns/{campaign}/export/").content)
-        return _sent(client, follow_import, "/campaigns/import/", files={"bundle": ("b.json", largest_bundle(exported))})
+        return _sent(client, follow_import, "/campaigns/import/", files={"bundle": ("b.json", bundle_file)})
 
     def check(client):
-        made = largest_check()
         return _sent(client, None, f"/campaigns/{campaign}/state/rules/rolls/correct/", data={
             "type": "dice_check_define", "subject": made["key"], "name": made["name"],
             "definition": json.dumps(made["definition"])}, headers={"HX-Request": "true"})

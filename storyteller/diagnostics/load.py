@@ -107,7 +107,7 @@ class LiveApp:
         # next log line then blocked its event loop, every socket with it.
         self.log = open(self.folder / "app.log", "wb")
         self.process = subprocess.Popen(
-            [sys.executable, "-m", "daphne", "-b", "127.0.0.1", "-p", str(self.port), "storyteller.asgi:application"],
+            [sys.executable, "-m", "storyteller.serve", "-b", "127.0.0.1", "-p", str(self.port), "storyteller.asgi:application"],
             cwd=ROOT, env=self.env, stdout=subprocess.DEVNULL, stderr=self.log)
         deadline = time.monotonic() + 30
         while time.monotonic() < deadline:

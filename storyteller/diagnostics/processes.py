@@ -150,7 +150,7 @@ class Cluster:
         if index >= len(self.daphnes):
             self.daphnes.append(free_port())
         port = self.daphnes[index]
-        self._start(f"daphne-{index}", [sys.executable, "-m", "daphne", "-b", "127.0.0.1", "-p", str(port),
+        self._start(f"daphne-{index}", [sys.executable, "-m", "storyteller.serve", "-b", "127.0.0.1", "-p", str(port),
                                         self.application])
         return port
 

@@ -142,6 +142,8 @@ def test_a_sign_in_link_for_a_seated_player_comes_from_the_seats_page(client_of,
     (["daphne", "--bind", "192.168.1.5", "app"], True),
     (["daphne", "-b", "::1", "app"], False),
     ([".venv/lib/python3.11/site-packages/daphne/__main__.py", "-b", "0.0.0.0", "app"], True),
+    (["/x/storyteller/serve.py", "-b", "0.0.0.0", "-p", "8000", "app"], True),  # python -m storyteller.serve
+    (["/x/storyteller/serve.py", "-b", "127.0.0.1", "-p", "8000", "app"], False),
     (["daphne", "-e", "tcp:port=8000:interface=0.0.0.0", "app"], True),
     (["daphne", "-e", "tcp:port=8000:interface=127.0.0.1", "app"], False),
     (["daphne", "-p", "8000", "app"], False),  # Daphne's own default: 127.0.0.1
@@ -160,8 +162,9 @@ def test_daphne_bound_beyond_loopback_without_an_origin_does_not_start(tmp_path)
     pure test above: a test never listens beyond loopback)."""
     env = {"PATH": "/usr/bin:/bin", "STORYTELLER_DATA_DIR": str(tmp_path)}
     daphne = [str(Path(sys.executable).parent / "daphne"), "-b", "0.0.0.0", "-p", "8033",
-              "storyteller.asgi:application"]  # as scripts/run starts it
-    for command in (daphne, [sys.executable, "-m", "daphne", *daphne[1:]]):
+              "storyteller.asgi:application"]
+    for command in (daphne, [sys.executable, "-m", "daphne", *daphne[1:]],
+                    [sys.executable, "-m", "storyteller.serve", *daphne[1:]]):  # the last as scripts/run starts it
         done = subprocess.run(command, env=env, capture_output=True, text=True, timeout=60)
         assert done.returncode == serving.EXIT_CODE, command
         assert "will not listen on 0.0.0.0 without STORYTELLER_ORIGIN" in done.stderr
