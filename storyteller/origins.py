@@ -84,8 +84,8 @@ def checked_on_import_thread(view):
     """Mark an upload view whose CSRF check (``refused``) runs on the import thread, where its upload is read.
 
     Checking a form's token reads the form, and a form holding a large file took seconds to read on the thread
-    every other person's turns use (tests/storyteller/test_limits_load.py). The view must call ``refused``
-    before it reads or does anything else with the request.
+    every other person's turns use (tests/storyteller/test_limits_load.py). The view reads its form elsewhere and
+    must call ``refused`` before it acts on anything the request sent.
     """
     view.csrf_on_import_thread = True
     return view

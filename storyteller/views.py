@@ -156,8 +156,10 @@ async def campaign_create(request):
     started from a world file is made on the import thread (campaigns.importing), as every import is.
     """
     info = await llm.adescribe_model()
-    # A form with a file is read on the import thread (its CSRF check too: origins.checked_on_import_thread).
-    if request.method == "POST" and request.content_type == "multipart/form-data":
+    # The form (a world file may be large) is read on a thread of its own, not the one database work shares;
+    # its CSRF check waits for it (origins.checked_on_import_thread).
+    files = await sync_to_async(lambda: request.FILES, thread_sensitive=False)() if request.method == "POST" else {}
+    if files.get("world"):
         request.user = await request.auser()  # resolved here, not again on the import thread
         if importing.full():
             return await sync_to_async(_create_campaign)(request, info, busy=True)
@@ -464,8 +466,12 @@ async def import_campaign(request):
     """Import a campaign bundle on the import thread, so nobody else's play waits for it."""
     request.user = await request.auser()  # resolved here, not again on the import thread
     if importing.full():
-        return await sync_to_async(_refused_import)(request, importing.BUSY)
+        return await sync_to_async(_refused_busy_import)(request)
     return await importing.run(_import_campaign, request)
+
+
+def _refused_busy_import(request):
+    return origins.refused(request) or _refused_import(request, importing.BUSY)
 
 
 def _import_campaign(request):

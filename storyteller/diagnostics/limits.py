@@ -195,11 +195,10 @@ def live_uploads(app):
     made = largest_check()
 
     def world(client):
-        data = world_file
         fields = {"title": "", "protagonist": "", "opening": "", "point_of_view": "second", "prose_length": "medium",
                   "dialogue_density": "medium", "descriptive_richness": "medium", "violence_level": "low",
                   "context_token_budget": "4096", "max_output_tokens": "200", "temperature": "0.8"}
-        return _sent(client, follow_import, "/campaigns/new/", data=fields, files={"world": ("w.json", data)})
+        return _sent(client, follow_import, "/campaigns/new/", data=fields, files={"world": ("w.json", world_file)})
 
     def bundle(client):
         return _sent(client, follow_import, "/campaigns/import/", files={"bundle": ("b.json", bundle_file)})
