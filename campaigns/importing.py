@@ -32,8 +32,10 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
+from django.conf import settings
 from django.core.cache import cache
 from django.db import connections
+from django.utils.module_loading import import_string
 
 from campaigns import staging
 
@@ -46,6 +48,28 @@ BUSY = (f"{MAX_WAITING} imports or exports are already running or waiting, so no
 _worker = ThreadPoolExecutor(max_workers=1, thread_name_prefix="storyteller-import")
 _pending = 0
 _counting = threading.Lock()  # the event loop and the import thread both count
+
+
+def checks_csrf_here(view):
+    """Mark an upload view whose CSRF check (``csrf_refused``) runs on the import thread, where its upload is read.
+
+    Checking a form's token reads the whole form, and middleware runs on the one thread every other person's
+    turns use: a form holding a large file took seconds to read there (tests/storyteller/test_limits_load.py).
+    The CSRF middleware (``storyteller.origins.CsrfViewMiddleware``) leaves a multipart post to such a view
+    unchecked and marks it; the view must call ``csrf_refused`` before it acts on anything the request sent.
+    """
+    view.csrf_on_import_thread = True
+    return view
+
+
+def csrf_refused(request):
+    """Run the CSRF check the middleware left to this thread; return its refusal (a response), or None."""
+    if not getattr(request, "csrf_deferred", False):
+        return None
+    request.csrf_deferred = False
+    # The middleware the project is configured with (its rule for origins), named in settings, not imported.
+    middleware = import_string(next(path for path in settings.MIDDLEWARE if path.endswith(".CsrfViewMiddleware")))
+    return middleware(lambda request: None).process_view(request, None, (), {})
 
 
 def full():

@@ -73,27 +73,9 @@ class CsrfViewMiddleware(csrf.CsrfViewMiddleware):
 
     def process_view(self, request, callback, callback_args, callback_kwargs):
         # A form's token is in its body: checking it parses the whole body, and middleware runs on the one
-        # thread every socket's database work shares. An upload's check waits for the import thread.
+        # thread every socket's database work shares. An upload's check waits for the import thread
+        # (campaigns.importing.checks_csrf_here, csrf_refused).
         if getattr(callback, "csrf_on_import_thread", False) and request.content_type == "multipart/form-data":
             request.csrf_deferred = True
             return None
         return super().process_view(request, callback, callback_args, callback_kwargs)
-
-
-def checked_on_import_thread(view):
-    """Mark an upload view whose CSRF check (``refused``) runs on the import thread, where its upload is read.
-
-    Checking a form's token reads the form, and a form holding a large file took seconds to read on the thread
-    every other person's turns use (tests/storyteller/test_limits_load.py). The view reads its form elsewhere and
-    must call ``refused`` before it acts on anything the request sent.
-    """
-    view.csrf_on_import_thread = True
-    return view
-
-
-def refused(request):
-    """Run the CSRF check the middleware left to this thread; return its refusal (a response), or None."""
-    if not getattr(request, "csrf_deferred", False):
-        return None
-    request.csrf_deferred = False
-    return CsrfViewMiddleware(lambda request: None).process_view(request, None, (), {})

@@ -35,7 +35,7 @@ from campaigns.state.time import calendar
 from memory import bank as memory_bank
 from memory import views as memory_views
 
-from . import bundle, editing, llm, narrator_views, origins, signin
+from . import bundle, editing, llm, narrator_views, signin
 from .context import player_name, prefix_hash
 from .diagnostics import long_run
 from .steps import away, compaction, memories, postturn
@@ -145,7 +145,7 @@ def _campaigns_of(user):
     return Campaign.objects.filter(owner=user).annotate(last_played=Subquery(played))
 
 
-@origins.checked_on_import_thread
+@importing.checks_csrf_here
 @login_required
 @require_http_methods(["GET", "POST"])
 @seating.hosts_only
@@ -157,7 +157,7 @@ async def campaign_create(request):
     """
     info = await llm.adescribe_model()
     # The form (a world file may be large) is read on a thread of its own, not the one database work shares;
-    # its CSRF check waits for it (origins.checked_on_import_thread).
+    # its CSRF check waits for it (importing.checks_csrf_here).
     files = await sync_to_async(lambda: request.FILES, thread_sensitive=False)() if request.method == "POST" else {}
     if files.get("world"):
         request.user = await request.auser()  # resolved here, not again on the import thread
@@ -168,7 +168,7 @@ async def campaign_create(request):
 
 
 def _create_campaign(request, info, busy=False):
-    refusal = origins.refused(request)
+    refusal = importing.csrf_refused(request)
     if refusal is not None:
         return refusal
     # A server that cannot be asked says nothing about the window; the form then says nothing either.
@@ -458,7 +458,7 @@ def _export_campaign(request, pk):
     return response
 
 
-@origins.checked_on_import_thread
+@importing.checks_csrf_here
 @login_required
 @require_POST
 @seating.hosts_only
@@ -471,11 +471,11 @@ async def import_campaign(request):
 
 
 def _refused_busy_import(request):
-    return origins.refused(request) or _refused_import(request, importing.BUSY)
+    return importing.csrf_refused(request) or _refused_import(request, importing.BUSY)
 
 
 def _import_campaign(request):
-    refusal = origins.refused(request)
+    refusal = importing.csrf_refused(request)
     if refusal is not None:
         return refusal
     upload = request.FILES.get("bundle")

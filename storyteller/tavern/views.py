@@ -17,21 +17,22 @@ from django.http import HttpResponse
 from django.shortcuts import redirect, render
 from django.template.defaultfilters import filesizeformat
 from django.urls import reverse
-from django_htmx.http import HttpResponseClientRedirect
 from django.utils.text import slugify
 from django.views.decorators.http import require_GET, require_http_methods
+from django_htmx.http import HttpResponseClientRedirect
 
 from campaigns import importing as import_thread
-from campaigns import playing
-from campaigns import seating
+from campaigns import playing, seating
 from campaigns import views as campaign_views
 from campaigns.models import Campaign, Persona
 
-from . import exporting, files, importing, plan as plans
+from . import exporting, files, importing
+from . import plan as plans
 
 MAX_FILES = 50  # one drop: a cast of cards, their books and chats
 
 
+@import_thread.checks_csrf_here
 @login_required
 @require_http_methods(["GET", "POST"])
 @seating.hosts_only
@@ -41,8 +42,12 @@ async def bring(request):
     if request.method == "GET":
         return await sync_to_async(_page)(request)
     if import_thread.full():
-        return await sync_to_async(_page)(request, error=import_thread.BUSY, status=503)
+        return await sync_to_async(_busy)(request)
     return await import_thread.run(_posted, request)
+
+
+def _busy(request):
+    return import_thread.csrf_refused(request) or _page(request, error=import_thread.BUSY, status=503)
 
 
 def _page(request, *, error="", status=200):
@@ -58,6 +63,9 @@ def _choices(request):
 
 
 def _posted(request):
+    refusal = import_thread.csrf_refused(request)
+    if refusal is not None:
+        return refusal
     uploads = request.FILES.getlist("files")
     target, error = _target(request)
     if error:

@@ -3,8 +3,9 @@
 Checking a form's token reads the whole form; the middleware runs on the one
 thread every socket's database work shares, so a large upload read there held
 other people's turns for seconds (tests/storyteller/test_limits_load.py). The
-check is left to the import thread for the two upload views: these tests show
-it still refuses a post without the token, and nothing is imported.
+check is left to the import thread for every upload view (a world file, a
+bundle, knowledge files, the "Bring your story" page): these tests show it
+still refuses a post without the token, and nothing is imported.
 """
 
 import json
@@ -13,6 +14,8 @@ import pytest
 from django.test import Client
 
 from campaigns.models import Campaign
+from knowledge.models import Source
+from tests.conftest import make_campaign
 
 WORLD = {"world_format": 1, "title": "Greyhollow", "protagonist": "Mara",
          "places": [{"id": "quay", "name": "The quay", "description": "Wet stones."}]}
@@ -65,3 +68,38 @@ def test_with_the_token_the_upload_is_read(person):
                                                   "bundle": _file("b.json", {"format": "not a bundle"})})
     # Past the check, the bundle itself is read and refused in words (not a 403).
     assert response.status_code == 400, response.content[:500]
+
+
+def _text(name, text):
+    from django.core.files.uploadedfile import SimpleUploadedFile
+    return SimpleUploadedFile(name, text.encode(), content_type="text/markdown")
+
+
+@pytest.mark.django_db(transaction=True)
+def test_knowledge_files_posted_without_the_token_are_refused_and_nothing_is_imported(person):
+    campaign = make_campaign(person)
+    client = _client(person)
+    response = client.post(f"/campaigns/{campaign.pk}/knowledge/upload/",
+                           {"classification": "reference", "files": _text("abbey.md", "# The abbey\n\nOld stones.")})
+    assert response.status_code == 403
+    assert not Source.objects.filter(campaign=campaign).exists()
+    # With the token, the same post imports the file.
+    client.get("/")
+    response = client.post(f"/campaigns/{campaign.pk}/knowledge/upload/",
+                           {"csrfmiddlewaretoken": client.cookies["csrftoken"].value, "classification": "reference",
+                            "files": _text("abbey.md", "# The abbey\n\nOld stones.")})
+    assert response.status_code == 200, response.content[:500]
+    assert Source.objects.filter(campaign=campaign).count() == 1
+
+
+@pytest.mark.django_db(transaction=True)
+def test_files_brought_in_without_the_token_are_refused_and_make_nothing(person):
+    client = _client(person)
+    fields = {"action": "import", "files": _text("notes.md", "# Notes\n\nThe quay floods at night.")}
+    response = client.post("/bring/", fields)
+    assert response.status_code == 403
+    assert not Campaign.every.filter(owner=person).exists()
+    client.get("/")
+    response = client.post("/bring/", {**fields, "csrfmiddlewaretoken": client.cookies["csrftoken"].value,
+                                       "files": _text("notes.md", "# Notes\n\nThe quay floods at night.")})
+    assert response.status_code != 403, response.content[:500]
