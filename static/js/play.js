@@ -664,11 +664,26 @@
   // A panel reads itself again whenever the story moves (a turn, undo, the
   // worker finishing) and while its recording is pending. That must not take
   // what the person is writing in it: while a field in the panel holds typed
-  // text, only the panel's own forms may redraw it. Disclosures left open
-  // stay open.
+  // text, a chosen option or a changed box, only the panel's own forms may
+  // redraw it (a check picked in the dice form, then the reason typed, was
+  // reset by a redraw between the two). Disclosures left open stay open.
+  function changed(field) {
+    if (field.tagName === "SELECT") {
+      var chosen = 0;  // what the page drew as chosen: the last option marked selected, else the first
+      Array.prototype.forEach.call(field.options, function (option, index) { if (option.defaultSelected) chosen = index; });
+      return field.multiple
+        ? Array.prototype.some.call(field.options, function (option) { return option.selected !== option.defaultSelected; })
+        : field.options.length > 0 && field.selectedIndex !== chosen;
+    }
+    if (field.type === "checkbox" || field.type === "radio") return field.checked !== field.defaultChecked;
+    if (["hidden", "submit", "button", "reset", "file", "image"].indexOf(field.type) !== -1) return false;
+    return field.value !== field.defaultValue;
+  }
   function beingWritten(panel) {
-    return Array.prototype.some.call(panel.querySelectorAll("textarea, input[type=text]"), function (field) {
-      return field.value !== field.defaultValue;
+    // Typed text anywhere; a choice only in a form (the voices' choices are the page's own, kept in the browser).
+    return Array.prototype.some.call(panel.querySelectorAll("textarea, input, select"), function (field) {
+      var typed = field.tagName === "TEXTAREA" || field.type === "text";
+      return (typed || field.form) && changed(field);
     });
   }
   var reopen = {};  // ids of the disclosures open in a panel being redrawn

@@ -159,6 +159,11 @@ def test_an_author_makes_each_rule_in_its_form_sees_its_json_and_plays_the_turns
     assert "Mara presses a coin into Edrin" in json.dumps(narrator.body), "the beat reaches the narrator"
     # ... and the check is rolled, landing in one of its bands.
     page.select_option("#roll-form [name=check]", "haggle")
+    # The panel read again meanwhile (as when the worker finishes the last turn's recording) keeps the chosen check:
+    # a redraw between choosing it and typing the reason once sent the roll without it.
+    page.evaluate("url => htmx.ajax('GET', url, {target: '#rolls-panel', swap: 'outerHTML'})",
+                  url.split("?")[0].rstrip("/") + "/state/rolls/")
+    assert page.input_value("#roll-form [name=check]") == "haggle"
     page.fill("#roll-form [name=reason]", "the price of the room")
     page.click("#roll-form [data-action=roll]")
     page.wait_for_selector("#roll-log [data-roll]")
