@@ -9,6 +9,7 @@ import shutil
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -63,10 +64,14 @@ def app(tmp_path_factory, fake):
 
 
 def serve(env, port, daphne=("-m", "daphne")):
-    """Start the app under Daphne on ``port`` and return its process once it answers."""
+    """Start the app under Daphne on ``port`` and return its process once it answers.
+
+    Its log goes to a file, not a pipe: a pipe nobody reads fills after 64 KiB of log, and the app's next line
+    then blocks its event loop (storyteller.diagnostics.load.LiveApp met it)."""
+    log = tempfile.TemporaryFile()
     process = subprocess.Popen(
         [sys.executable, *daphne, "-b", "127.0.0.1", "-p", str(port), "storyteller.asgi:application"],
-        cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+        cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=log,
     )
     deadline = time.monotonic() + 30
     while time.monotonic() < deadline:
@@ -76,7 +81,9 @@ def serve(env, port, daphne=("-m", "daphne")):
         except httpx.HTTPError:
             time.sleep(0.2)
     process.kill()
-    pytest.fail("the app did not start: " + process.stderr.read().decode()[-2000:])
+    process.wait(timeout=10)
+    log.seek(0)
+    pytest.fail("the app did not start: " + log.read().decode(errors="replace")[-2000:])
 
 
 @pytest.fixture
