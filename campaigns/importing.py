@@ -32,6 +32,7 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
+from asgiref.sync import sync_to_async
 from django.conf import settings
 from django.core.cache import cache
 from django.db import connections
@@ -50,23 +51,29 @@ _pending = 0
 _counting = threading.Lock()  # the event loop and the import thread both count
 
 
-def checks_csrf_here(view):
-    """Mark an upload view whose CSRF check (``csrf_refused``) runs on the import thread, where its upload is read.
+def upload_view(view):
+    """Wrap an async view that takes uploads so its CSRF check reads the form on a thread of its own.
 
     Checking a form's token reads the whole form, and middleware runs on the one thread every other person's
     turns use: a form holding a large file took seconds to read there (tests/storyteller/test_limits_load.py).
-    The CSRF middleware (``storyteller.origins.CsrfViewMiddleware``) leaves a multipart post to such a view
-    unchecked and marks it; the view must call ``csrf_refused`` before it acts on anything the request sent.
+    The CSRF middleware (``storyteller.origins.CsrfViewMiddleware``) leaves a multipart post to a view wrapped
+    here unchecked; the wrapper runs the same check before the view, on a thread no database work uses, and
+    the view then finds the form already read.
     """
-    view.csrf_on_import_thread = True
-    return view
+    @functools.wraps(view)
+    async def checked(request, *args, **kwargs):
+        if getattr(request, "csrf_deferred", False):
+            request.csrf_deferred = False
+            refusal = await sync_to_async(_csrf_refusal, thread_sensitive=False)(request)
+            if refusal is not None:
+                return refusal
+        return await view(request, *args, **kwargs)
+
+    checked.csrf_read_apart = True
+    return checked
 
 
-def csrf_refused(request):
-    """Run the CSRF check the middleware left to this thread; return its refusal (a response), or None."""
-    if not getattr(request, "csrf_deferred", False):
-        return None
-    request.csrf_deferred = False
+def _csrf_refusal(request):
     # The middleware the project is configured with (its rule for origins), named in settings, not imported.
     middleware = import_string(next(path for path in settings.MIDDLEWARE if path.endswith(".CsrfViewMiddleware")))
     return middleware(lambda request: None).process_view(request, None, (), {})

@@ -63,7 +63,7 @@ def knowledge_page(request, pk):
     return render(request, template, _page_context(campaign))
 
 
-@importing.checks_csrf_here
+@importing.upload_view
 @login_required
 @require_POST
 async def upload(request, pk):
@@ -75,9 +75,6 @@ async def upload(request, pk):
 
 
 def _upload(request, pk):
-    refusal = importing.csrf_refused(request)
-    if refusal is not None:
-        return refusal
     campaign = campaign_for_user(request, pk)
     form = UploadForm(request.POST)
     files = request.FILES.getlist("files")
@@ -208,9 +205,6 @@ async def rebuild(request, pk):
 
 
 def _busy(request, pk):
-    refusal = importing.csrf_refused(request)
-    if refusal is not None:
-        return refusal
     context = _page_context(campaign_for_user(request, pk), results=[(False, importing.BUSY)])
     template = "knowledge/knowledge.html#import" if request.htmx else "knowledge/knowledge.html"
     return render(request, template, context, status=503)

@@ -73,9 +73,9 @@ class CsrfViewMiddleware(csrf.CsrfViewMiddleware):
 
     def process_view(self, request, callback, callback_args, callback_kwargs):
         # A form's token is in its body: checking it parses the whole body, and middleware runs on the one
-        # thread every socket's database work shares. An upload's check waits for the import thread
-        # (campaigns.importing.checks_csrf_here, csrf_refused).
-        if getattr(callback, "csrf_on_import_thread", False) and request.content_type == "multipart/form-data":
+        # thread every socket's database work shares. An upload view runs the check on a thread of its own
+        # (campaigns.importing.upload_view).
+        if getattr(callback, "csrf_read_apart", False) and request.content_type == "multipart/form-data":
             request.csrf_deferred = True
             return None
         return super().process_view(request, callback, callback_args, callback_kwargs)

@@ -16,8 +16,8 @@ checking a file (pure Python that never gives it up of itself), it waits up
 to one interval. A turn of some hundreds of such waits took 1.6-1.8 s on
 this test's machine at 5 ms (7.2 s once in CI), 0.9 s at 2 ms and 0.5 s at
 1 ms; 0.5 ms gained nothing more. The import meanwhile takes longer, because
-the turns now get their share: the largest world file 7.8 s -> 13-15 s, the
-largest bundle 31 s -> 32-36 s, both written in the background with a
+the turns now get their share: the largest world file 7.8 s -> 13-16 s, the
+largest bundle 31 s -> 32-40 s, both written in the background with a
 progress page (docs/performance.md, "Uploads and other people's turns").
 
 Run as ``python -m storyteller.serve`` with ``daphne``'s arguments.

@@ -145,7 +145,7 @@ def _campaigns_of(user):
     return Campaign.objects.filter(owner=user).annotate(last_played=Subquery(played))
 
 
-@importing.checks_csrf_here
+@importing.upload_view
 @login_required
 @require_http_methods(["GET", "POST"])
 @seating.hosts_only
@@ -156,8 +156,8 @@ async def campaign_create(request):
     started from a world file is made on the import thread (campaigns.importing), as every import is.
     """
     info = await llm.adescribe_model()
-    # The form (a world file may be large) is read on a thread of its own, not the one database work shares;
-    # its CSRF check waits for it (importing.checks_csrf_here).
+    # The form (a world file may be large) is read on a thread of its own, not the one database work shares
+    # (for a multipart post importing.upload_view's CSRF check has read it already).
     files = await sync_to_async(lambda: request.FILES, thread_sensitive=False)() if request.method == "POST" else {}
     if files.get("world"):
         request.user = await request.auser()  # resolved here, not again on the import thread
@@ -168,9 +168,6 @@ async def campaign_create(request):
 
 
 def _create_campaign(request, info, busy=False):
-    refusal = importing.csrf_refused(request)
-    if refusal is not None:
-        return refusal
     # A server that cannot be asked says nothing about the window; the form then says nothing either.
     form = NewCampaignForm(request.POST or None, request.FILES or None, window=info.context_length,
                            model="" if info.error else info.label, owner=request.user)
@@ -458,7 +455,7 @@ def _export_campaign(request, pk):
     return response
 
 
-@importing.checks_csrf_here
+@importing.upload_view
 @login_required
 @require_POST
 @seating.hosts_only
@@ -466,18 +463,11 @@ async def import_campaign(request):
     """Import a campaign bundle on the import thread, so nobody else's play waits for it."""
     request.user = await request.auser()  # resolved here, not again on the import thread
     if importing.full():
-        return await sync_to_async(_refused_busy_import)(request)
+        return await sync_to_async(_refused_import)(request, importing.BUSY)
     return await importing.run(_import_campaign, request)
 
 
-def _refused_busy_import(request):
-    return importing.csrf_refused(request) or _refused_import(request, importing.BUSY)
-
-
 def _import_campaign(request):
-    refusal = importing.csrf_refused(request)
-    if refusal is not None:
-        return refusal
     upload = request.FILES.get("bundle")
     try:
         if upload is None:

@@ -671,9 +671,7 @@
     if (field.tagName === "SELECT") {
       var chosen = 0;  // what the page drew as chosen: the last option marked selected, else the first
       Array.prototype.forEach.call(field.options, function (option, index) { if (option.defaultSelected) chosen = index; });
-      return field.multiple
-        ? Array.prototype.some.call(field.options, function (option) { return option.selected !== option.defaultSelected; })
-        : field.options.length > 0 && field.selectedIndex !== chosen;
+      return field.options.length > 0 && field.selectedIndex !== chosen;
     }
     if (field.type === "checkbox" || field.type === "radio") return field.checked !== field.defaultChecked;
     if (["hidden", "submit", "button", "reset", "file", "image"].indexOf(field.type) !== -1) return false;

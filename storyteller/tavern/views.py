@@ -32,7 +32,7 @@ from . import plan as plans
 MAX_FILES = 50  # one drop: a cast of cards, their books and chats
 
 
-@import_thread.checks_csrf_here
+@import_thread.upload_view
 @login_required
 @require_http_methods(["GET", "POST"])
 @seating.hosts_only
@@ -42,12 +42,8 @@ async def bring(request):
     if request.method == "GET":
         return await sync_to_async(_page)(request)
     if import_thread.full():
-        return await sync_to_async(_busy)(request)
+        return await sync_to_async(_page)(request, error=import_thread.BUSY, status=503)
     return await import_thread.run(_posted, request)
-
-
-def _busy(request):
-    return import_thread.csrf_refused(request) or _page(request, error=import_thread.BUSY, status=503)
 
 
 def _page(request, *, error="", status=200):
@@ -63,9 +59,6 @@ def _choices(request):
 
 
 def _posted(request):
-    refusal = import_thread.csrf_refused(request)
-    if refusal is not None:
-        return refusal
     uploads = request.FILES.getlist("files")
     target, error = _target(request)
     if error:
